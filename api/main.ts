@@ -1,0 +1,18 @@
+// The `web` process of the Procfile: the API and the outbox sweeper, nothing else.
+import { loadConfigOrExit } from "../shared/config.js";
+import { handleSignals } from "../shared/lifecycle.js";
+import { logger } from "../shared/log.js";
+import { startWeb } from "./server.js";
+
+const config = loadConfigOrExit();
+if (!config.databaseUrl || !config.redisUrl) {
+  console.error(
+    "the web process needs DATABASE_URL and REDIS_URL (npm start embeds both for a single machine)",
+  );
+  process.exit(1);
+}
+handleSignals();
+startWeb().catch((err) => {
+  logger().fatal({ err }, "api failed to start");
+  process.exit(1);
+});

@@ -1,0 +1,45 @@
+import type Router from "@koa/router";
+import type { TSchema } from "@sinclair/typebox";
+import { getConfig } from "../shared/config.js";
+import { authenticate } from "../shared/domain/auth.js";
+import { type AppContext, koaPath, Reply, type RouteDef } from "./route.js";
+import { compileResponseCheck, compileValidator } from "./validation.js";
+
+/** Mounts declared routes: auth guard, then params/query/body validation, then the handler. */
+export function mountRoutes(router: Router, routes: RouteDef[]): void {
+  const checkResponses = getConfig().validateResponses;
+  for (const def of routes) {
+    const params = def.params ? compileValidator(def.params, "params") : undefined;
+    const query = def.query ? compileValidator(def.query, "query") : undefined;
+    const body = def.body ? compileValidator(def.body, "body") : undefined;
+    const checks = new Map(
+      Object.entries(def.responses).map(([s, schema]) => [
+        Number(s),
+        compileResponseCheck(schema as TSchema),
+      ]),
+    );
+
+    router[def.method](koaPath(def.path), async (ctx) => {
+      const c = ctx as unknown as AppContext;
+      if (def.auth === "key") c.state.auth = await authenticate(c.get("authorization") || undefined);
+      const input = {
+        params: params ? params({ ...ctx.params }) : undefined,
+        query: query ? query({ ...ctx.query }) : undefined,
+        body: body ? body((ctx.request as { body?: unknown }).body ?? {}) : undefined,
+      };
+      const result = await def.handle(c, input as never);
+      const reply = result instanceof Reply ? result : new Reply(200, result);
+      if (checkResponses && reply.contentType === undefined) {
+        const problem = checks.get(reply.status)?.(reply.body);
+        if (problem)
+          throw new Error(
+            `${def.method.toUpperCase()} ${def.path} ${reply.status} breaks its schema: ${problem}`,
+          );
+      }
+      c.status = reply.status;
+      for (const [name, value] of Object.entries(reply.headers)) c.set(name, value);
+      if (reply.contentType) c.type = reply.contentType;
+      c.body = reply.body;
+    });
+  }
+}

@@ -1,0 +1,103 @@
+import type { TObject, TSchema } from "@sinclair/typebox";
+import { getConfig } from "../shared/config.js";
+import { ERRORS } from "../shared/errors.js";
+import { ErrorEnvelope } from "../shared/schemas/common.js";
+import type { RouteDef } from "./route.js";
+
+/** TypeBox schemas carry symbol keys; a JSON round trip leaves plain JSON Schema. */
+function plain(schema: TSchema): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(schema));
+}
+
+function parameters(schema: TObject | undefined, where: "path" | "query") {
+  if (!schema) return [];
+  const required = new Set(schema.required ?? []);
+  return Object.entries(schema.properties).map(([name, prop]) => ({
+    name,
+    in: where,
+    required: where === "path" || required.has(name),
+    schema: plain(prop),
+  }));
+}
+
+function operation(def: RouteDef) {
+  const responses: Record<string, unknown> = {};
+  for (const [status, schema] of Object.entries(def.responses)) {
+    const mime = def.contentType ?? "application/json";
+    responses[status] = {
+      description: `HTTP ${status}`,
+      content: { [mime]: { schema: plain(schema as TSchema) } },
+    };
+  }
+  for (const code of def.errors ?? []) {
+    const status = String(ERRORS[code].status);
+    const existing = responses[status] as { description: string } | undefined;
+    responses[status] = {
+      description: existing ? `${existing.description}, ${code}` : `error ${code}`,
+      content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+    };
+  }
+  if (def.auth === "key") responses["401"] ??= errorResponse("UNAUTHORIZED");
+  return {
+    operationId: `${def.method}${def.path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
+    summary: def.summary,
+    ...(def.description ? { description: def.description } : {}),
+    tags: [def.tag],
+    ...(def.auth === "key" ? { security: [{ bearerAuth: [] }] } : { security: [] }),
+    parameters: [...parameters(def.params, "path"), ...parameters(def.query, "query")],
+    ...(def.body
+      ? { requestBody: { required: true, content: { "application/json": { schema: plain(def.body) } } } }
+      : {}),
+    responses,
+  };
+}
+
+function errorResponse(code: keyof typeof ERRORS) {
+  return {
+    description: `error ${code}`,
+    content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+  };
+}
+
+/** The OpenAPI 3.1 document, generated from the same declarations that route and validate requests. */
+export function buildOpenApi(routes: RouteDef[]) {
+  const config = getConfig();
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const def of routes) {
+    paths[def.path] ??= {};
+    paths[def.path]![def.method] = operation(def);
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Agent Market API",
+      version: "0.1.0",
+      description:
+        "Marketplace and task router for software agents. Every error uses the ErrorEnvelope schema; " +
+        "error codes, retryability, buyer actions and fallbacks are listed in x-error-codes.",
+    },
+    servers: [{ url: config.publicBaseUrl }],
+    paths,
+    components: {
+      securitySchemes: {
+        bearerAuth: {
+          type: "http",
+          scheme: "bearer",
+          description: "API key from POST /api/quickstart (amk_…)",
+        },
+      },
+      schemas: { ErrorEnvelope: plain(ErrorEnvelope) },
+    },
+    "x-error-codes": Object.fromEntries(
+      Object.entries(ERRORS).map(([code, spec]) => [
+        code,
+        {
+          status: spec.status,
+          retryable: spec.retryable,
+          buyer_action: spec.buyerAction,
+          fallback: spec.fallback,
+        },
+      ]),
+    ),
+  };
+}

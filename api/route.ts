@@ -1,0 +1,76 @@
+import type { TObject, TSchema } from "@sinclair/typebox";
+import type { Context } from "koa";
+import type { ErrorCode } from "../shared/errors.js";
+
+export type Method = "get" | "post" | "put" | "patch" | "delete";
+
+export interface AuthState {
+  agentId: string;
+  apiKeyId: string;
+}
+
+export interface AppState {
+  requestId: string;
+  auth?: AuthState;
+}
+
+export type AppContext = Context & { state: AppState };
+
+/**
+ * What a handler receives, after validation against the route's schemas. Handlers annotate the parts
+ * they use (`{ body }: { body: Static<typeof ExecuteBody> }`): inferring these from the schemas through
+ * a generic defineRoute exceeded TypeScript's instantiation limit.
+ */
+export interface RouteInput {
+  // biome-ignore lint/suspicious/noExplicitAny: narrowed by each handler's annotation
+  params: any;
+  // biome-ignore lint/suspicious/noExplicitAny: narrowed by each handler's annotation
+  query: any;
+  // biome-ignore lint/suspicious/noExplicitAny: narrowed by each handler's annotation
+  body: any;
+}
+
+/** A non-200 answer, or one that sets headers or a non-JSON body. */
+export class Reply {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+    readonly headers: Record<string, string> = {},
+    readonly contentType?: string,
+  ) {}
+}
+
+/**
+ * One declaration per route: its guard (auth, params, query, body), its responses and errors, and a
+ * short handler that makes one domain call. The router, request validation and the OpenAPI document
+ * are all built from these declarations.
+ */
+export interface RouteDef {
+  method: Method;
+  /** OpenAPI-style path: /api/execute/status/{invocation_id} */
+  path: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  auth: "none" | "key";
+  params?: TObject;
+  query?: TObject;
+  body?: TSchema;
+  /**
+   * Status → TypeBox schema. Typed loosely on purpose: checking a large TObject against TSchema makes
+   * TypeScript compute its Static type and hit the instantiation depth limit.
+   */
+  responses: Record<number, object>;
+  contentType?: string;
+  errors?: ErrorCode[];
+  handle(ctx: AppContext, input: RouteInput): Promise<unknown>;
+}
+
+/** Declares a route (an identity function that keeps route modules uniform and type-checked). */
+export function defineRoute(def: RouteDef): RouteDef {
+  return def;
+}
+
+export function koaPath(path: string): string {
+  return path.replace(/\{(\w+)\}/g, ":$1");
+}

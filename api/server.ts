@@ -1,0 +1,36 @@
+import type { Server } from "node:http";
+import { getConfig } from "../shared/config.js";
+import { closeDb } from "../shared/db/knex.js";
+import { startSweeper } from "../shared/domain/sweeper.js";
+import { onShutdown } from "../shared/lifecycle.js";
+import { logger } from "../shared/log.js";
+import { closeSafeFetch } from "../shared/net/safe-fetch.js";
+import { closeQueues } from "../shared/queues.js";
+import { createApp } from "./app.js";
+
+/**
+ * Starts the web process: the API, plus the outbox sweeper. Shutdown stops new connections and lets
+ * in-flight requests finish before queues and the database close (shared/lifecycle.ts phases).
+ */
+export async function startWeb(): Promise<Server> {
+  const config = getConfig();
+  onShutdown("database", "database", closeDb);
+  onShutdown("queues", "clients", closeQueues);
+  onShutdown("outbound http", "clients", closeSafeFetch);
+  const sweeper = startSweeper();
+  onShutdown("sweeper", "background", () => sweeper.stop());
+
+  const server = createApp().listen(config.port, config.host);
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("listening", resolve);
+    server.once("error", reject);
+  });
+  onShutdown("http server", "ingress", () => {
+    server.closeIdleConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const address = server.address();
+  logger().info({ address }, "api listening");
+  return server;
+}

@@ -1,0 +1,280 @@
+import { concurrencyVariable, QUEUE_NAMES, type QueueName } from "./queue-names.js";
+
+/**
+ * The only reader of process.env. Parsed once, validated, frozen. Every setting is documented in the
+ * README's configuration table; keep the two in step (test/unit/config.test.ts checks the README lists
+ * every variable declared here).
+ */
+export interface Config {
+  port: number;
+  host: string;
+  publicBaseUrl: string;
+  firstPartyBaseUrl: string;
+  platformId: string;
+  databaseUrl: string | undefined;
+  databasePoolMax: number;
+  redisUrl: string | undefined;
+  queuePrefix: string;
+  logLevel: string;
+  executeSyncWaitMs: number;
+  queueConcurrency: Readonly<Record<QueueName, number>>;
+  workerLockDurationMs: number;
+  workerStalledIntervalMs: number;
+  outboxSweepIntervalMs: number;
+  outboxStaleAfterMs: number;
+  idempotencyRetentionHours: number;
+  providerResponseMaxBytes: number;
+  requestBodyMaxBytes: number;
+  embeddedDataDir: string;
+  shutdownGraceMs: number;
+  validateResponses: boolean;
+}
+
+type Env = Record<string, string | undefined>;
+
+interface Setting<T> {
+  name: string;
+  default: T | undefined;
+  parse(raw: string): T;
+  describe: string;
+}
+
+function int(
+  name: string,
+  def: number | undefined,
+  describe: string,
+  min = 0,
+  max = Number.MAX_SAFE_INTEGER,
+) {
+  return {
+    name,
+    default: def,
+    describe,
+    parse(raw: string): number {
+      if (!/^\d+$/.test(raw)) throw new Error(`${name} must be a whole number, got "${raw}"`);
+      const value = Number(raw);
+      if (value < min || value > max)
+        throw new Error(`${name} must be between ${min} and ${max}, got ${value}`);
+      return value;
+    },
+  } satisfies Setting<number>;
+}
+
+function str(name: string, def: string | undefined, describe: string, pattern?: RegExp) {
+  return {
+    name,
+    default: def,
+    describe,
+    parse(raw: string): string {
+      if (pattern && !pattern.test(raw)) throw new Error(`${name} must match ${pattern}, got "${raw}"`);
+      return raw;
+    },
+  } satisfies Setting<string>;
+}
+
+function url(name: string, def: string | undefined, describe: string, protocols: string[]) {
+  return {
+    name,
+    default: def,
+    describe,
+    parse(raw: string): string {
+      let parsed: URL;
+      try {
+        parsed = new URL(raw);
+      } catch {
+        throw new Error(`${name} must be a URL, got "${raw}"`);
+      }
+      if (!protocols.includes(parsed.protocol)) {
+        throw new Error(`${name} must use ${protocols.join(" or ")}, got "${parsed.protocol}"`);
+      }
+      return raw.replace(/\/$/, "");
+    },
+  } satisfies Setting<string>;
+}
+
+function bool(name: string, def: boolean, describe: string) {
+  return {
+    name,
+    default: def,
+    describe,
+    parse(raw: string): boolean {
+      if (["1", "true", "yes"].includes(raw)) return true;
+      if (["0", "false", "no"].includes(raw)) return false;
+      throw new Error(`${name} must be true or false, got "${raw}"`);
+    },
+  } satisfies Setting<boolean>;
+}
+
+const HTTP = ["http:", "https:"];
+
+/** Every environment variable the service reads, with its default. Exported for the README check. */
+export const SETTINGS = {
+  port: int("PORT", 3000, "HTTP port of the API", 0, 65535),
+  host: str("HOST", "0.0.0.0", "interface the API binds to"),
+  publicBaseUrl: url(
+    "PUBLIC_BASE_URL",
+    undefined,
+    "absolute base of links in responses (default http://localhost:$PORT)",
+    HTTP,
+  ),
+  firstPartyBaseUrl: url(
+    "FIRST_PARTY_BASE_URL",
+    undefined,
+    "where workers reach first-party providers such as echo (default http://127.0.0.1:$PORT)",
+    HTTP,
+  ),
+  platformId: str(
+    "PLATFORM_ID",
+    "agentmarket",
+    "fills <platform> in schema and tool names",
+    /^[a-z][a-z0-9_]{1,31}$/,
+  ),
+  databaseUrl: url("DATABASE_URL", undefined, "PostgreSQL; unset under npm start → embedded PostgreSQL", [
+    "postgres:",
+    "postgresql:",
+  ]),
+  databasePoolMax: int("DATABASE_POOL_MAX", 10, "PostgreSQL connections per process", 1, 500),
+  redisUrl: url("REDIS_URL", undefined, "Redis; unset under npm start → a local redis-server child", [
+    "redis:",
+    "rediss:",
+  ]),
+  queuePrefix: str(
+    "QUEUE_PREFIX",
+    "{agentmarket}",
+    "BullMQ key prefix (braces = Redis Cluster hash tag)",
+    /^[^:\s]+$/,
+  ),
+  logLevel: str("LOG_LEVEL", "info", "pino level", /^(fatal|error|warn|info|debug|trace|silent)$/),
+  executeSyncWaitMs: int(
+    "EXECUTE_SYNC_WAIT_MS",
+    10000,
+    "how long POST /api/execute waits before answering 202",
+    0,
+    60000,
+  ),
+  workerLockDurationMs: int(
+    "WORKER_LOCK_DURATION_MS",
+    30000,
+    "BullMQ job lock; a dead worker's job is retaken after it",
+    1000,
+  ),
+  workerStalledIntervalMs: int(
+    "WORKER_STALLED_INTERVAL_MS",
+    30000,
+    "how often workers look for stalled jobs",
+    500,
+  ),
+  outboxSweepIntervalMs: int(
+    "OUTBOX_SWEEP_INTERVAL_MS",
+    2000,
+    "how often the sweeper re-enqueues unsent jobs",
+    100,
+  ),
+  outboxStaleAfterMs: int(
+    "OUTBOX_STALE_AFTER_MS",
+    5000,
+    "age after which an unsent outbox row is re-enqueued",
+    0,
+  ),
+  idempotencyRetentionHours: int(
+    "IDEMPOTENCY_RETENTION_HOURS",
+    24,
+    "how long idempotency keys are kept",
+    1,
+    24 * 30,
+  ),
+  providerResponseMaxBytes: int(
+    "PROVIDER_RESPONSE_MAX_BYTES",
+    1048576,
+    "largest provider response accepted",
+    1024,
+  ),
+  requestBodyMaxBytes: int("REQUEST_BODY_MAX_BYTES", 2097152, "largest JSON request body accepted", 1024),
+  embeddedDataDir: str("EMBEDDED_DATA_DIR", ".data", "where npm start keeps embedded PostgreSQL data"),
+  shutdownGraceMs: int("SHUTDOWN_GRACE_MS", 10000, "how long a process drains on SIGTERM before exiting", 0),
+  validateResponses: bool(
+    "VALIDATE_RESPONSES",
+    false,
+    "check every response against its declared schema (tests)",
+  ),
+} as const;
+
+/** Per-queue worker concurrency settings, one variable per queue. */
+export const CONCURRENCY_SETTINGS = Object.fromEntries(
+  QUEUE_NAMES.map((queue) => [
+    queue,
+    int(
+      concurrencyVariable(queue),
+      queue === "executions" ? 32 : 4,
+      `jobs one ${queue} worker runs at once`,
+      1,
+      1000,
+    ),
+  ]),
+) as Record<QueueName, Setting<number>>;
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
+  }
+}
+
+function read<T>(env: Env, setting: Setting<T>, problems: string[]): T | undefined {
+  const raw = env[setting.name];
+  if (raw === undefined || raw === "") return setting.default;
+  try {
+    return setting.parse(raw);
+  } catch (error) {
+    problems.push((error as Error).message);
+    return setting.default;
+  }
+}
+
+/** Parses an environment into a Config; throws ConfigError listing every problem at once. */
+export function parseConfig(env: Env): Config {
+  const problems: string[] = [];
+  const values: Record<string, unknown> = {};
+  for (const [key, setting] of Object.entries(SETTINGS))
+    values[key] = read(env, setting as Setting<unknown>, problems);
+  const queueConcurrency = Object.fromEntries(
+    QUEUE_NAMES.map((queue) => [queue, read(env, CONCURRENCY_SETTINGS[queue], problems)]),
+  ) as Record<QueueName, number>;
+  if (problems.length > 0) throw new ConfigError(problems);
+  const port = values.port as number;
+  return Object.freeze({
+    ...(values as Omit<Config, "queueConcurrency">),
+    publicBaseUrl: (values.publicBaseUrl as string | undefined) ?? `http://localhost:${port}`,
+    firstPartyBaseUrl: (values.firstPartyBaseUrl as string | undefined) ?? `http://127.0.0.1:${port}`,
+    queueConcurrency: Object.freeze(queueConcurrency),
+  });
+}
+
+let current: Config | undefined;
+
+/** The process-wide configuration, parsed from process.env on first use. */
+export function getConfig(): Config {
+  if (!current) current = parseConfig(process.env);
+  return current;
+}
+
+/**
+ * Replaces parts of the configuration before anything connects: the all-in-one launcher fills in the
+ * embedded database and Redis URLs, tests point at their own port.
+ */
+export function overrideConfig(overrides: Partial<Config>): Config {
+  current = Object.freeze({ ...getConfig(), ...overrides });
+  return current;
+}
+
+/** Reads the config or prints every problem and exits 1: for process entry points. */
+export function loadConfigOrExit(): Config {
+  try {
+    return getConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(error.message);
+      process.exit(1);
+    }
+    throw error;
+  }
+}

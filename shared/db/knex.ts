@@ -1,0 +1,28 @@
+import knexFactory, { type Knex } from "knex";
+import { getConfig } from "../config.js";
+
+let instance: Knex | undefined;
+
+/** The process-wide knex instance. int8 columns stay strings here; db modules turn money into bigint. */
+export function db(): Knex {
+  if (!instance) {
+    const { databaseUrl, databasePoolMax } = getConfig();
+    if (!databaseUrl)
+      throw new Error("DATABASE_URL is not set (npm start embeds PostgreSQL; processes need it)");
+    instance = knexFactory({
+      client: "pg",
+      connection: databaseUrl,
+      pool: { min: 0, max: databasePoolMax },
+      acquireConnectionTimeout: 10000,
+    });
+  }
+  return instance;
+}
+
+export async function closeDb(): Promise<void> {
+  const current = instance;
+  instance = undefined;
+  await current?.destroy();
+}
+
+export type Db = Knex | Knex.Transaction;

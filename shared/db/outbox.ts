@@ -1,0 +1,45 @@
+import type { Db } from "./knex.js";
+
+export interface OutboxRow {
+  id: string;
+  queue: string;
+  job_id: string;
+  payload: Record<string, unknown>;
+  created_at: Date;
+  enqueued_at: Date | null;
+}
+
+export async function insertOutbox(
+  q: Db,
+  row: Pick<OutboxRow, "queue" | "job_id" | "payload">,
+): Promise<void> {
+  await q("job_outbox").insert({ ...row, payload: JSON.stringify(row.payload) });
+}
+
+export async function markOutboxSent(q: Db, queue: string, jobIds: string[]): Promise<void> {
+  if (jobIds.length === 0) return;
+  await q("job_outbox")
+    .where({ queue })
+    .whereIn("job_id", jobIds)
+    .whereNull("enqueued_at")
+    .update({ enqueued_at: q.fn.now() });
+}
+
+/** Unsent rows older than the given age, locked so two sweepers never send the same row at once. */
+export async function lockUnsentOutbox(q: Db, olderThanMs: number, limit: number): Promise<OutboxRow[]> {
+  return q<OutboxRow>("job_outbox")
+    .whereNull("enqueued_at")
+    .andWhere("created_at", "<", q.raw("now() - make_interval(secs => ?)", [olderThanMs / 1000]))
+    .orderBy("created_at")
+    .limit(limit)
+    .forUpdate()
+    .skipLocked();
+}
+
+/** Sent rows are kept a day for inspection, then deleted. */
+export async function deleteSentOutbox(q: Db, olderThanHours: number): Promise<number> {
+  return q("job_outbox")
+    .whereNotNull("enqueued_at")
+    .andWhere("enqueued_at", "<", q.raw("now() - make_interval(hours => ?)", [olderThanHours]))
+    .delete();
+}

@@ -1,0 +1,37 @@
+import type { Db } from "./knex.js";
+
+export interface ReceiptRow {
+  id: string;
+  invocation_id: string;
+  agent_id: string;
+  listing_id: string;
+  amount_micros: string;
+  currency: string;
+  provider_evidence: Record<string, unknown>;
+  created_at: Date;
+}
+
+export async function insertReceipt(
+  q: Db,
+  row: Pick<ReceiptRow, "invocation_id" | "agent_id" | "listing_id" | "provider_evidence"> & {
+    amount_micros: bigint;
+  },
+): Promise<ReceiptRow> {
+  const [inserted] = await q<ReceiptRow>("receipts")
+    .insert({
+      ...row,
+      amount_micros: row.amount_micros.toString(),
+      provider_evidence: JSON.stringify(row.provider_evidence) as never,
+    })
+    .returning("*");
+  return inserted!;
+}
+
+export async function findReceiptForInvocation(q: Db, invocationId: string): Promise<ReceiptRow | undefined> {
+  return q<ReceiptRow>("receipts").where({ invocation_id: invocationId }).first();
+}
+
+/** Reads a receipt only if it belongs to the agent: another agent's id reads as absent. */
+export async function findOwnedReceipt(q: Db, id: string, agentId: string): Promise<ReceiptRow | undefined> {
+  return q<ReceiptRow>("receipts").where({ id, agent_id: agentId }).first();
+}

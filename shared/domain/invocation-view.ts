@@ -1,0 +1,177 @@
+import { getConfig } from "../config.js";
+import { type AttemptRow, findOwnedInvocation, type InvocationRow, listAttempts } from "../db/invocations.js";
+import { db } from "../db/knex.js";
+import { findListing } from "../db/listings.js";
+import { findOwnedReceipt, findReceiptForInvocation, type ReceiptRow } from "../db/receipts.js";
+import { AppError, ERRORS, type ErrorCode } from "../errors.js";
+import { formatUsdc, micros } from "./money.js";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Ids that are not UUIDs are simply unknown (404), never a database cast error. */
+function isUuid(id: string): boolean {
+  return UUID.test(id);
+}
+
+function links(invocationId: string, receiptId: string | null) {
+  const base = getConfig().publicBaseUrl;
+  return {
+    status_url: `${base}/api/execute/status/${invocationId}`,
+    receipt_url: receiptId ? `${base}/api/commerce/receipts/${receiptId}` : null,
+  };
+}
+
+function cost(invocation: InvocationRow, receipt: ReceiptRow | undefined) {
+  return {
+    amount_usdc: formatUsdc(receipt ? micros(receipt.amount_micros) : 0n),
+    listed_price_usdc: formatUsdc(micros(invocation.price_micros)),
+    currency: "USDC",
+    charged: receipt ? micros(receipt.amount_micros) > 0n : false,
+  };
+}
+
+/** Settlement is its own evidence state (DESIGN §4): free work has none, and says why. */
+function settlement(invocation: InvocationRow) {
+  return micros(invocation.price_micros) === 0n
+    ? { state: null, null_reason: "free_listing_no_settlement" }
+    : { state: null, null_reason: "no_settlement_evidence_recorded" };
+}
+
+function attemptView(a: AttemptRow) {
+  return {
+    attempt_no: a.attempt_no,
+    listing_id: a.listing_id,
+    status: a.status,
+    error_code: a.error_code,
+    error_message: a.error_message,
+    http_status: a.http_status,
+    latency_ms: a.latency_ms,
+    started_at: a.started_at.toISOString(),
+    finished_at: a.finished_at?.toISOString() ?? null,
+  };
+}
+
+/**
+ * The execute answer for an ended invocation: the result on success; on failure the invocation's
+ * error as an AppError (rendered in the envelope, with the invocation id to poll).
+ */
+export async function executeResult(invocation: InvocationRow) {
+  if (invocation.status === "failed") {
+    const code = (invocation.error?.code ?? "PROVIDER_FAILED") as ErrorCode;
+    throw new AppError(
+      code in ERRORS ? code : "PROVIDER_FAILED",
+      invocation.error?.message ?? "the invocation failed",
+      {
+        invocation_id: invocation.id,
+        ...links(invocation.id, null),
+      },
+    );
+  }
+  const [receipt, attempts, listing] = await Promise.all([
+    findReceiptForInvocation(db(), invocation.id),
+    listAttempts(db(), invocation.id),
+    findListing(db(), invocation.listing_id),
+  ]);
+  const served = attempts.find((a) => a.status === "succeeded");
+  return {
+    success: true as const,
+    output: invocation.output,
+    invocation_id: invocation.id,
+    status: invocation.status,
+    receipt_id: receipt?.id ?? null,
+    provider: {
+      listing_id: invocation.listing_id,
+      name: listing?.name ?? null,
+      slug: listing?.slug ?? null,
+      selection_reason: "only_or_first_active_listing_for_task_alias",
+    },
+    cost: cost(invocation, receipt),
+    metering: {
+      attempts: attempts.length,
+      provider_latency_ms: served?.latency_ms ?? null,
+      total_ms: invocation.completed_at
+        ? invocation.completed_at.getTime() - invocation.created_at.getTime()
+        : null,
+    },
+    ...links(invocation.id, receipt?.id ?? null),
+  };
+}
+
+/** The 202 body for work that is still queued or running. */
+export function pendingResult(invocation: InvocationRow) {
+  return {
+    success: false as const,
+    status: invocation.status as "queued" | "running",
+    invocation_id: invocation.id,
+    message: "accepted; poll status_url for the outcome",
+    status_url: links(invocation.id, null).status_url,
+  };
+}
+
+/** GET /api/execute/status/{id}: the owner's view of an invocation, every attempt included. */
+export async function invocationStatus(agentId: string, invocationId: string) {
+  const invocation = isUuid(invocationId)
+    ? await findOwnedInvocation(db(), invocationId, agentId)
+    : undefined;
+  if (!invocation)
+    throw new AppError("NOT_FOUND", "no invocation with this id for this agent", {
+      invocation_id: invocationId,
+    });
+  const [attempts, receipt] = await Promise.all([
+    listAttempts(db(), invocation.id),
+    findReceiptForInvocation(db(), invocation.id),
+  ]);
+  return {
+    invocation_id: invocation.id,
+    status: invocation.status,
+    task: invocation.task,
+    route: invocation.route,
+    listing_id: invocation.listing_id,
+    created_at: invocation.created_at.toISOString(),
+    started_at: invocation.started_at?.toISOString() ?? null,
+    completed_at: invocation.completed_at?.toISOString() ?? null,
+    output: invocation.status === "succeeded" ? invocation.output : null,
+    error: invocation.error,
+    attempts: attempts.map(attemptView),
+    receipt_id: receipt?.id ?? null,
+    receipt_null_reason: receipt
+      ? null
+      : invocation.status === "failed"
+        ? "invocation_failed_nothing_charged"
+        : invocation.status === "succeeded"
+          ? "receipt_not_recorded"
+          : "invocation_not_finished",
+    cost: cost(invocation, receipt),
+    settlement: settlement(invocation),
+    ...links(invocation.id, receipt?.id ?? null),
+  };
+}
+
+/** GET /api/commerce/receipts/{id}: the owner's normalized receipt with its provider evidence. */
+export async function receiptView(agentId: string, receiptId: string) {
+  const receipt = isUuid(receiptId) ? await findOwnedReceipt(db(), receiptId, agentId) : undefined;
+  if (!receipt)
+    throw new AppError("NOT_FOUND", "no receipt with this id for this agent", { receipt_id: receiptId });
+  const listing = await findListing(db(), receipt.listing_id);
+  return {
+    receipt_id: receipt.id,
+    schema: `${getConfig().platformId}.receipt.v1`,
+    invocation_id: receipt.invocation_id,
+    agent_id: receipt.agent_id,
+    listing_id: receipt.listing_id,
+    provider_name: listing?.name ?? null,
+    outcome: "succeeded" as const,
+    amount_usdc: formatUsdc(micros(receipt.amount_micros)),
+    currency: receipt.currency,
+    provider_evidence: receipt.provider_evidence,
+    settlement: {
+      state: null,
+      null_reason:
+        micros(receipt.amount_micros) === 0n
+          ? "free_listing_no_settlement"
+          : "no_settlement_evidence_recorded",
+    },
+    created_at: receipt.created_at.toISOString(),
+    status_url: links(receipt.invocation_id, null).status_url,
+  };
+}

@@ -1,0 +1,69 @@
+import { getConfig } from "../config.js";
+import { deleteExpiredIdempotencyKeys } from "../db/idempotency.js";
+import { db } from "../db/knex.js";
+import { deleteSentOutbox, lockUnsentOutbox, markOutboxSent } from "../db/outbox.js";
+import { logger } from "../log.js";
+import { isQueueName } from "../queue-names.js";
+import { enqueue } from "../queues.js";
+
+const BATCH = 200;
+
+/**
+ * Re-enqueues outbox rows the API committed but never managed to send (Redis down, process killed
+ * between commit and enqueue). Rows are locked with SKIP LOCKED, so several API processes may sweep at
+ * once; job ids are row ids, so a job sent twice is added once. Returns how many rows were sent.
+ */
+export async function sweepOutbox(): Promise<number> {
+  return db().transaction(async (trx) => {
+    const rows = await lockUnsentOutbox(trx, getConfig().outboxStaleAfterMs, BATCH);
+    const sent = new Map<string, string[]>();
+    for (const row of rows) {
+      if (!isQueueName(row.queue)) {
+        logger().error({ outbox_id: row.id, queue: row.queue }, "outbox row names an unknown queue");
+        continue;
+      }
+      await enqueue(row.queue, row.job_id, row.payload as never);
+      sent.set(row.queue, [...(sent.get(row.queue) ?? []), row.job_id]);
+    }
+    for (const [queue, ids] of sent) await markOutboxSent(trx, queue, ids);
+    return rows.length;
+  });
+}
+
+/** Housekeeping that needs no queue: expired idempotency keys and old sent outbox rows. */
+export async function purgeExpired(): Promise<void> {
+  await deleteExpiredIdempotencyKeys(db());
+  await deleteSentOutbox(db(), 24);
+}
+
+export interface Sweeper {
+  stop(): Promise<void>;
+}
+
+/** Runs the sweep on OUTBOX_SWEEP_INTERVAL_MS, one pass at a time, in the web process. */
+export function startSweeper(): Sweeper {
+  let running: Promise<void> | undefined;
+  let passes = 0;
+  const tick = () => {
+    if (running) return;
+    running = (async () => {
+      try {
+        const sent = await sweepOutbox();
+        if (sent > 0) logger().info({ sent }, "outbox sweeper re-sent jobs");
+        if (passes++ % 100 === 0) await purgeExpired();
+      } catch (err) {
+        logger().warn({ err }, "outbox sweep failed; will try again");
+      } finally {
+        running = undefined;
+      }
+    })();
+  };
+  const timer = setInterval(tick, getConfig().outboxSweepIntervalMs);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

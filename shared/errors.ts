@@ -1,0 +1,169 @@
+/**
+ * The spec's failure-mode table as data (interface-spec "Errors"), plus the few codes the spec leaves
+ * open that every HTTP service needs. The error middleware is the only place these become HTTP.
+ */
+export interface ErrorSpec {
+  status: number;
+  retryable: boolean;
+  buyerAction: string;
+  fallback: string;
+  /** Seconds for Retry-After, where a retry after a pause is the right move. */
+  retryAfterSeconds?: number;
+}
+
+export const ERRORS = {
+  // The spec's table, verbatim.
+  LISTING_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    buyerAction: "choose_alternative_provider",
+    fallback: "call_execute_match",
+  },
+  UNAUTHORIZED: {
+    status: 401,
+    retryable: true,
+    buyerAction: "supply_valid_bearer_token",
+    fallback: "quickstart_or_refresh_api_key",
+  },
+  PAYMENT_REQUIRED: {
+    status: 402,
+    retryable: true,
+    buyerAction: "fund_wallet_or_sign_x402_retry",
+    fallback: "use_free_listing_or_match_alternative",
+  },
+  WALLET_LIMIT_EXCEEDED: {
+    status: 429,
+    retryable: false,
+    buyerAction: "raise_limit_or_request_supervisor_approval",
+    fallback: "call_execute_with_lower_max_cost",
+  },
+  RATE_LIMITED: {
+    status: 429,
+    retryable: true,
+    buyerAction: "respect_retry_after_or_reduce_request_rate",
+    fallback: "retry_later",
+    retryAfterSeconds: 1,
+  },
+  SCHEMA_VALIDATION_FAILED: {
+    status: 400,
+    retryable: false,
+    buyerAction: "repair_input_against_input_schema",
+    fallback: "inspect_input_contract",
+  },
+  POLICY_BLOCKED: {
+    status: 403,
+    retryable: false,
+    buyerAction: "request_supervisor_approval_or_change_policy",
+    fallback: "choose_allowed_provider",
+  },
+  LISTING_NOT_INVOCABLE: {
+    status: 422,
+    retryable: false,
+    buyerAction: "choose_alternative_provider",
+    fallback: "call_execute_match",
+  },
+  PROVIDER_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    buyerAction: "retry_with_idempotency_key_or_call_execute_for_fallback",
+    fallback: "call_execute_match",
+    retryAfterSeconds: 1,
+  },
+  PROVIDER_FAILED: {
+    status: 502,
+    retryable: true,
+    buyerAction: "retry_or_select_alternative_provider",
+    fallback: "call_execute_match",
+  },
+  TIMEOUT: {
+    status: 504,
+    retryable: true,
+    buyerAction: "retry_with_idempotency_key_or_reduce_request_size",
+    fallback: "call_execute_match",
+  },
+  RECEIPT_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    buyerAction: "retry_receipt_lookup_or_use_invocation_status",
+    fallback: "check_status_endpoint",
+    retryAfterSeconds: 1,
+  },
+  // Codes the spec does not name (README "Error envelope").
+  TEMPORARILY_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    buyerAction: "read_market_json_before_any_paid_retry",
+    fallback: "use_free_listing",
+    retryAfterSeconds: 30,
+  },
+  IDEMPOTENCY_KEY_IN_USE: {
+    status: 409,
+    retryable: true,
+    buyerAction: "wait_then_retry_with_same_idempotency_key",
+    fallback: "check_status_endpoint",
+    retryAfterSeconds: 1,
+  },
+  IDEMPOTENCY_KEY_REUSED: {
+    status: 422,
+    retryable: false,
+    buyerAction: "use_a_new_idempotency_key_for_a_new_payload",
+    fallback: "none",
+  },
+  NOT_FOUND: { status: 404, retryable: false, buyerAction: "check_the_identifier", fallback: "none" },
+  METHOD_NOT_ALLOWED: {
+    status: 405,
+    retryable: false,
+    buyerAction: "use_a_documented_method",
+    fallback: "read_openapi",
+  },
+  REQUEST_TOO_LARGE: { status: 413, retryable: false, buyerAction: "reduce_request_size", fallback: "none" },
+  SERVICE_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    buyerAction: "retry_later",
+    fallback: "check_api_health",
+    retryAfterSeconds: 5,
+  },
+  INTERNAL_ERROR: {
+    status: 500,
+    retryable: true,
+    buyerAction: "retry_with_idempotency_key",
+    fallback: "check_status_endpoint",
+  },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[];
+
+export class AppError extends Error {
+  readonly spec: ErrorSpec;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = "AppError";
+    this.spec = ERRORS[code];
+  }
+}
+
+/** One validation problem, as reported in details.violations. */
+export interface Violation {
+  path: string;
+  message: string;
+}
+
+export function validationError(message: string, violations: Violation[]): AppError {
+  return new AppError("SCHEMA_VALIDATION_FAILED", message, { violations });
+}
+
+/** Paid work is refused with this until the money issue lands the gate (DESIGN §5). */
+export function paidExecutionUnavailable(reason: string): AppError {
+  return new AppError("TEMPORARILY_UNAVAILABLE", "paid execution is temporarily unavailable", {
+    status: "temporarily_unavailable",
+    reason,
+    read_first: "/market.json",
+  });
+}

@@ -1,0 +1,53 @@
+import { getConfig } from "./config.js";
+import { logger } from "./log.js";
+
+/**
+ * Shutdown runs in phases so that nothing closes under something still using it: first stop taking
+ * work (HTTP server drains, workers finish active jobs), then background loops, then clients (queues,
+ * outbound HTTP), then the database.
+ */
+export type ShutdownPhase = "ingress" | "background" | "clients" | "database";
+const PHASES: ShutdownPhase[] = ["ingress", "background", "clients", "database"];
+
+const closers = new Map<string, { phase: ShutdownPhase; close: () => Promise<unknown> }>();
+let stopping = false;
+
+/** Registers something to close on shutdown; a second registration under the same name is ignored. */
+export function onShutdown(name: string, phase: ShutdownPhase, close: () => Promise<unknown>): void {
+  if (!closers.has(name)) closers.set(name, { phase, close });
+}
+
+/** Closes everything registered, phase by phase, bounded by SHUTDOWN_GRACE_MS. */
+export async function shutdown(reason: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  logger().info({ reason }, "shutting down");
+  const graceMs = getConfig().shutdownGraceMs;
+  const timer = setTimeout(() => {
+    logger().error({ graceMs }, "shutdown grace period over; exiting");
+    process.exit(1);
+  }, graceMs);
+  timer.unref();
+  for (const phase of PHASES) {
+    const due = [...closers].filter(([, c]) => c.phase === phase);
+    await Promise.all(
+      due.map(async ([name, { close }]) => {
+        try {
+          await close();
+        } catch (err) {
+          logger().warn({ err, name }, "error while closing");
+        }
+      }),
+    );
+  }
+  clearTimeout(timer);
+}
+
+/** SIGTERM and SIGINT shut down gracefully, then exit 0. */
+export function handleSignals(): void {
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.once(signal, () => {
+      shutdown(signal).then(() => process.exit(0));
+    });
+  }
+}

@@ -1,0 +1,101 @@
+import { type Static, type TObject, Type } from "@sinclair/typebox";
+import { type Job, type JobsOptions, Queue, QueueEvents } from "bullmq";
+import type { Redis } from "ioredis";
+import { getConfig } from "./config.js";
+import { QUEUE_NAMES, type QueueName } from "./queue-names.js";
+import { createRedis } from "./redis.js";
+
+const id = Type.String({ format: "uuid" });
+const closed = { additionalProperties: false } as const;
+
+const DEFAULT_JOB_OPTIONS: JobsOptions = {
+  attempts: 5,
+  backoff: { type: "exponential", delay: 500, jitter: 0.5 },
+  removeOnComplete: { age: 3600, count: 10000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+};
+
+/**
+ * The queue registry: every queue of DESIGN §1 with its payload schema and job options. Payloads carry
+ * ids only; workers reload rows. Job ids are row UUIDs (no ':'), so enqueueing twice is harmless.
+ */
+export const QUEUES = {
+  executions: { payload: Type.Object({ invocation_id: id }, closed), jobOptions: DEFAULT_JOB_OPTIONS },
+  "verification-probes": { payload: Type.Object({ order_id: id }, closed), jobOptions: DEFAULT_JOB_OPTIONS },
+  "monitoring-runs": {
+    payload: Type.Object({ subscription_id: id }, closed),
+    jobOptions: DEFAULT_JOB_OPTIONS,
+  },
+  "health-probes": { payload: Type.Object({ listing_id: id }, closed), jobOptions: DEFAULT_JOB_OPTIONS },
+  "settlement-confirmations": {
+    payload: Type.Object({ evidence_id: id }, closed),
+    jobOptions: DEFAULT_JOB_OPTIONS,
+  },
+  payouts: { payload: Type.Object({ payout_id: id }, closed), jobOptions: DEFAULT_JOB_OPTIONS },
+} as const satisfies Record<QueueName, { payload: TObject; jobOptions: JobsOptions }>;
+
+export type QueuePayload<Q extends QueueName> = Static<(typeof QUEUES)[Q]["payload"]>;
+
+let producer: Redis | undefined;
+const queues = new Map<QueueName, Queue>();
+const events = new Map<QueueName, QueueEvents>();
+
+function producerConnection(): Redis {
+  if (!producer) producer = createRedis("producer");
+  return producer;
+}
+
+/** The producer-side Queue for a registry name (one per process). */
+export function getQueue(name: QueueName): Queue {
+  let queue = queues.get(name);
+  if (!queue) {
+    queue = new Queue(name, {
+      connection: producerConnection(),
+      prefix: getConfig().queuePrefix,
+      defaultJobOptions: QUEUES[name].jobOptions,
+    });
+    queues.set(name, queue);
+  }
+  return queue;
+}
+
+/** QueueEvents for awaiting job completion (the API's bounded synchronous wait). */
+export async function getQueueEvents(name: QueueName): Promise<QueueEvents> {
+  let queueEvents = events.get(name);
+  if (!queueEvents) {
+    queueEvents = new QueueEvents(name, {
+      connection: createRedis("worker"),
+      prefix: getConfig().queuePrefix,
+    });
+    queueEvents.setMaxListeners(0);
+    events.set(name, queueEvents);
+    await queueEvents.waitUntilReady();
+  }
+  return queueEvents;
+}
+
+/** Adds a job whose id is the row id it acts on. */
+export async function enqueue<Q extends QueueName>(
+  name: Q,
+  jobId: string,
+  payload: QueuePayload<Q>,
+): Promise<Job> {
+  return getQueue(name).add(name, payload, { jobId });
+}
+
+/** Round trip to Redis on the producer connection (health). */
+export async function pingRedis(): Promise<string> {
+  const client = await getQueue("executions").waitUntilReady();
+  return client.ping();
+}
+
+export async function closeQueues(): Promise<void> {
+  await Promise.all([...events.values()].map((e) => e.close()));
+  await Promise.all([...queues.values()].map((q) => q.close()));
+  events.clear();
+  queues.clear();
+  producer?.disconnect();
+  producer = undefined;
+}
+
+export { QUEUE_NAMES };

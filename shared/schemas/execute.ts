@@ -1,0 +1,117 @@
+import { Type } from "@sinclair/typebox";
+import { Nullable, NullableTimestamp, Timestamp, UsdcAmount, Uuid } from "./common.js";
+
+export const IdempotencyKey = Type.String({ minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7e]+$" });
+
+export const ExecuteBody = Type.Object(
+  {
+    task: Type.String({
+      minLength: 1,
+      maxLength: 200,
+      description: "task alias: tag, slug, category or name",
+    }),
+    input: Type.Record(Type.String(), Type.Unknown(), {
+      description: "validated against the listing's input_schema",
+    }),
+    constraints: Type.Optional(
+      Type.Object(
+        { max_cost: Type.Number({ minimum: 0, description: "USDC" }) },
+        { additionalProperties: false },
+      ),
+    ),
+    idempotency_key: Type.Optional(IdempotencyKey),
+  },
+  { additionalProperties: false },
+);
+
+const Cost = Type.Object({
+  amount_usdc: UsdcAmount,
+  listed_price_usdc: UsdcAmount,
+  currency: Type.Literal("USDC"),
+  charged: Type.Boolean(),
+});
+
+export const ExecuteResult = Type.Object({
+  success: Type.Literal(true),
+  output: Type.Unknown(),
+  invocation_id: Uuid,
+  status: Type.Literal("succeeded"),
+  receipt_id: Nullable(Uuid),
+  provider: Type.Object({
+    listing_id: Uuid,
+    name: Nullable(Type.String()),
+    slug: Nullable(Type.String()),
+    selection_reason: Type.String(),
+  }),
+  cost: Cost,
+  metering: Type.Object({
+    attempts: Type.Integer(),
+    provider_latency_ms: Nullable(Type.Integer()),
+    total_ms: Nullable(Type.Integer()),
+  }),
+  status_url: Type.String(),
+  receipt_url: Nullable(Type.String()),
+});
+
+export const ExecutePending = Type.Object({
+  success: Type.Literal(false),
+  status: Type.Union([Type.Literal("queued"), Type.Literal("running")]),
+  invocation_id: Uuid,
+  message: Type.String(),
+  status_url: Type.String(),
+});
+
+const Settlement = Type.Object({ state: Type.Null(), null_reason: Type.String() });
+
+export const InvocationStatus = Type.Object({
+  invocation_id: Uuid,
+  status: Type.Union([
+    Type.Literal("queued"),
+    Type.Literal("running"),
+    Type.Literal("succeeded"),
+    Type.Literal("failed"),
+  ]),
+  task: Type.String(),
+  route: Type.String(),
+  listing_id: Uuid,
+  created_at: Timestamp,
+  started_at: NullableTimestamp,
+  completed_at: NullableTimestamp,
+  output: Type.Unknown(),
+  error: Nullable(Type.Object({ code: Type.String(), message: Type.String() })),
+  attempts: Type.Array(
+    Type.Object({
+      attempt_no: Type.Integer(),
+      listing_id: Uuid,
+      status: Type.String(),
+      error_code: Nullable(Type.String()),
+      error_message: Nullable(Type.String()),
+      http_status: Nullable(Type.Integer()),
+      latency_ms: Nullable(Type.Integer()),
+      started_at: Timestamp,
+      finished_at: NullableTimestamp,
+    }),
+  ),
+  receipt_id: Nullable(Uuid),
+  receipt_null_reason: Nullable(Type.String()),
+  cost: Cost,
+  settlement: Settlement,
+  status_url: Type.String(),
+  receipt_url: Nullable(Type.String()),
+});
+
+export const Receipt = Type.Object({
+  receipt_id: Uuid,
+  schema: Type.String(),
+  invocation_id: Uuid,
+  agent_id: Uuid,
+  listing_id: Uuid,
+  provider_name: Nullable(Type.String()),
+  outcome: Type.Literal("succeeded"),
+  amount_usdc: UsdcAmount,
+  currency: Type.String(),
+  provider_evidence: Type.Record(Type.String(), Type.Unknown()),
+  settlement: Settlement,
+  created_at: Timestamp,
+  status_url: Type.String(),
+});

@@ -1,0 +1,23 @@
+// A worker process of the Procfile: `node dist/workers/main.js <queue>`, one queue per process so that
+// operators scale each pool on its own.
+import { loadConfigOrExit } from "../shared/config.js";
+import { handleSignals } from "../shared/lifecycle.js";
+import { logger } from "../shared/log.js";
+import { isQueueName, QUEUE_NAMES } from "../shared/queue-names.js";
+import { startWorkers } from "./start.js";
+
+const queue = process.argv[2] ?? "";
+if (!isQueueName(queue)) {
+  console.error(`usage: node dist/workers/main.js <queue>\nqueues: ${QUEUE_NAMES.join(", ")}`);
+  process.exit(2);
+}
+const config = loadConfigOrExit();
+if (!config.databaseUrl || !config.redisUrl) {
+  console.error("worker processes need DATABASE_URL and REDIS_URL");
+  process.exit(1);
+}
+handleSignals();
+startWorkers([queue]).catch((err) => {
+  logger().fatal({ err, queue }, "worker failed to start");
+  process.exit(1);
+});
