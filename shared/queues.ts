@@ -85,8 +85,9 @@ export async function enqueue<Q extends QueueName>(
 
 /** Round trip to Redis on the producer connection (health). */
 export async function pingRedis(): Promise<string> {
-  const client = await getQueue("executions").waitUntilReady();
-  return client.ping();
+  // The producer connection has no offline queue: wait for it to be connected before the round trip.
+  await getQueue("executions").waitUntilReady();
+  return producerConnection().ping();
 }
 
 export async function closeQueues(): Promise<void> {
