@@ -1,0 +1,48 @@
+import { randomBytes } from "node:crypto";
+import { db } from "../../shared/db/knex.js";
+import type { ListingRow } from "../../shared/db/listings.js";
+import { type Intent, registerAgent } from "../../shared/domain/agents.js";
+import { parseUsdc } from "../../shared/domain/money.js";
+
+export interface TestAgent {
+  agentId: string;
+  apiKey: string;
+}
+
+/** A registered agent with a fresh API key, through the same domain call quickstart makes. */
+export async function buildAgent(intent: Intent = "buyer"): Promise<TestAgent> {
+  const reg = await registerAgent(`test-agent-${randomBytes(3).toString("hex")}`, intent, "test");
+  return { agentId: reg.agentId, apiKey: reg.apiKey };
+}
+
+export interface ListingOverrides {
+  endpointUrl: string;
+  price?: number;
+  slug?: string;
+  safeToRetry?: boolean;
+  maxLatencyMs?: number;
+  inputSchema?: Record<string, unknown>;
+  tags?: string[];
+  status?: string;
+}
+
+/** A listing row pointing at a test's own loopback server; its slug doubles as a unique task alias. */
+export async function buildListing(overrides: ListingOverrides): Promise<ListingRow> {
+  const slug = overrides.slug ?? `test-${randomBytes(5).toString("hex")}`;
+  const [row] = await db()<ListingRow>("listings")
+    .insert({
+      slug,
+      name: `Test listing ${slug}`,
+      description: "created by a test",
+      category: "testing",
+      endpoint_url: overrides.endpointUrl,
+      price_micros: parseUsdc(overrides.price ?? 0, "/price").toString(),
+      input_schema: (overrides.inputSchema ?? { type: "object" }) as never,
+      tags: overrides.tags ?? [slug],
+      safe_to_retry: overrides.safeToRetry ?? true,
+      max_latency_ms: overrides.maxLatencyMs ?? 30000,
+      status: overrides.status ?? "active",
+    })
+    .returning("*");
+  return row!;
+}

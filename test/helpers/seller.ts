@@ -1,0 +1,42 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+
+export interface SellerCall {
+  headers: IncomingMessage["headers"];
+  body: any;
+}
+
+export type SellerHandler = (call: SellerCall, res: ServerResponse, index: number) => void | Promise<void>;
+
+export interface TestSeller {
+  url: string;
+  calls: SellerCall[];
+  close(): Promise<void>;
+}
+
+/** A real seller endpoint on loopback; the handler decides each answer (index counts calls from 0). */
+export async function startSeller(handler: SellerHandler): Promise<TestSeller> {
+  const calls: SellerCall[] = [];
+  const server: Server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString("utf8");
+    const call = { headers: req.headers, body: text ? JSON.parse(text) : undefined };
+    calls.push(call);
+    await handler(call, res, calls.length - 1);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}/invoke`,
+    calls,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+export function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}

@@ -1,0 +1,20 @@
+import { randomBytes } from "node:crypto";
+import { freePort } from "../../shared/infra/free-port.js";
+import { TEST_DATABASE_URL, TEST_REDIS_URL } from "./test-env.js";
+
+// Runs before each test file, in its own process, before any module reads the config. Each file gets
+// its own port and its own BullMQ prefix, so files run in parallel without sharing queues.
+const port = await freePort();
+Object.assign(process.env, {
+  PORT: String(port),
+  HOST: "127.0.0.1",
+  DATABASE_URL: TEST_DATABASE_URL,
+  REDIS_URL: TEST_REDIS_URL,
+  QUEUE_PREFIX: `{amtest-${randomBytes(4).toString("hex")}}`,
+  LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
+  VALIDATE_RESPONSES: "true",
+  EXECUTE_SYNC_WAIT_MS: "5000",
+  OUTBOX_SWEEP_INTERVAL_MS: "200",
+  OUTBOX_STALE_AFTER_MS: "500",
+  SHUTDOWN_GRACE_MS: "5000",
+});
