@@ -6,6 +6,7 @@ export default defineConfig({
     globalSetup: ["test/helpers/global-setup.ts"],
     setupFiles: ["test/helpers/setup-env.ts"],
     pool: "forks",
+    reporters: ["default", ["json", { outputFile: ".vitest-results.json" }]],
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },

@@ -1,6 +1,5 @@
 import Router from "@koa/router";
 import Koa from "koa";
-import { AppError } from "../shared/errors.js";
 import { errors } from "./middleware/errors.js";
 import { jsonBody } from "./middleware/json-body.js";
 import { requestId } from "./middleware/request-id.js";
@@ -37,13 +36,8 @@ export function createApp(): Koa<AppState> {
   app.use(errors as Koa.Middleware<AppState>);
   app.use(jsonBody as Koa.Middleware<AppState>);
   app.use(router.routes());
-  app.use(
-    router.allowedMethods({
-      throw: true,
-      methodNotAllowed: () => new AppError("METHOD_NOT_ALLOWED", "this path does not take that method"),
-      notImplemented: () => new AppError("METHOD_NOT_ALLOWED", "this method is not implemented"),
-    }),
-  );
+  // Not `throw: true`: then @koa/router would skip the Allow header; the error middleware renders 405/501.
+  app.use(router.allowedMethods());
   app.silent = true;
   return app;
 }

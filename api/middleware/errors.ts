@@ -44,6 +44,9 @@ export async function errors(ctx: AppContext, next: Next): Promise<void> {
     if (ctx.status === 404 && ctx.body === undefined) {
       throw new AppError("NOT_FOUND", `no route for ${ctx.method} ${ctx.path}`, { see: "/openapi.json" });
     }
+    if ((ctx.status === 405 || ctx.status === 501) && !ctx.body) {
+      throw new AppError("METHOD_NOT_ALLOWED", `${ctx.method} is not allowed here`, { allow: ctx.response.get("Allow") });
+    }
   } catch (error) {
     if (error instanceof AppError) return renderError(ctx, error);
     const status = (error as { status?: unknown }).status;

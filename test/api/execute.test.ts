@@ -3,7 +3,7 @@ import { overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
-import { json, startSeller, type TestSeller } from "../helpers/seller.js";
+import { json, startSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
 
 let service: TestService;

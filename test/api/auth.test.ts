@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findApiKeyByHash, revokeApiKey } from "../../shared/db/api-keys.js";
+import { db } from "../../shared/db/knex.js";
+import { generateApiKey, hashApiKey } from "../../shared/domain/api-keys.js";
+import { ERRORS } from "../../shared/errors.js";
+import { buildAgent, type TestAgent } from "../helpers/factories.js";
+import { type ApiResponse, api } from "../helpers/http.js";
+import { startService, type TestService } from "../helpers/service.js";
+
+let service: TestService;
+let agent: TestAgent;
+
+beforeAll(async () => {
+  service = await startService({ worker: false, sweeper: false });
+  agent = await buildAgent();
+});
+afterAll(async () => service.stop());
+
+function expectUnauthorized(res: ApiResponse): void {
+  expect(res.status).toBe(401);
+  expect(res.body).toEqual({
+    success: false,
+    error: {
+      code: "UNAUTHORIZED",
+      message: expect.any(String),
+      retryable: ERRORS.UNAUTHORIZED.retryable,
+      buyer_action: ERRORS.UNAUTHORIZED.buyerAction,
+      fallback: ERRORS.UNAUTHORIZED.fallback,
+      request_id: res.headers.get("x-request-id"),
+    },
+  });
+}
+
+function withBadChecksum(key: string): string {
+  const last = key.at(-1) === "A" ? "B" : "A";
+  return key.slice(0, -1) + last;
+}
+
+describe("GET /api/welcome/flower authentication", () => {
+  it.each([
+    ["no Authorization header", () => undefined],
+    ["Bearer with nothing", () => "Bearer"],
+    ["Bearer and a space", () => "Bearer "],
+    ["Basic credentials", () => "Basic abc"],
+    ["a bare key without Bearer", () => agent.apiKey],
+    ["a malformed key", () => "Bearer amk_short"],
+    ["a key of another shape", () => "Bearer sk_live_0123456789abcdef0123456789abcdef"],
+    ["a well-formed key with a bad checksum", () => `Bearer ${withBadChecksum(agent.apiKey)}`],
+    ["a well-formed unknown key", () => `Bearer ${generateApiKey()}`],
+    ["two tokens", () => `Bearer ${agent.apiKey} ${agent.apiKey}`],
+  ])("%s → 401 UNAUTHORIZED", async (_name, header) => {
+    const value = header();
+    const res = await api("GET", "/api/welcome/flower", {
+      headers: value === undefined ? {} : { authorization: value },
+    });
+    expectUnauthorized(res);
+  });
+
+  it("a good key → 200 with the agent id", async () => {
+    const res = await api("GET", "/api/welcome/flower", { key: agent.apiKey });
+    expect(res.status).toBe(200);
+    expect(res.body.agent_id).toBe(agent.agentId);
+    expect(res.body.item).toMatchObject({ id: "welcome-flower", price_usdc: "0.000000" });
+  });
+
+  it("accepts a lower-case bearer scheme", async () => {
+    const res = await api("GET", "/api/welcome/flower", {
+      headers: { authorization: `bearer ${agent.apiKey}` },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.agent_id).toBe(agent.agentId);
+  });
+
+  it("a revoked key stops working on the next request", async () => {
+    const victim = await buildAgent();
+    expect((await api("GET", "/api/welcome/flower", { key: victim.apiKey })).status).toBe(200);
+    const row = await findApiKeyByHash(db(), hashApiKey(victim.apiKey));
+    expect(row).toBeDefined();
+    await revokeApiKey(db(), row!.id);
+    const res = await api("GET", "/api/welcome/flower", { key: victim.apiKey });
+    expectUnauthorized(res);
+    expect((await api("GET", "/api/welcome/flower", { key: agent.apiKey })).status).toBe(200);
+  });
+});
