@@ -81,6 +81,18 @@ export async function submitExecution(
   let invocation: InvocationRow;
   try {
     invocation = await db().transaction(async (trx) => {
+      const row = await insertInvocation(trx, {
+        id: invocationId,
+        agent_id: principal.agentId,
+        api_key_id: principal.apiKeyId,
+        listing_id: listing.id,
+        task: req.task,
+        route: "execute",
+        input: req.input,
+        max_cost_micros: maxCostMicros,
+        price_micros: micros(listing.price_micros),
+      });
+      // After the invocation row (the key references it); an already-claimed key rolls this row back.
       if (req.idempotencyKey) {
         const claim = await claimIdempotencyKey(
           trx,
@@ -94,17 +106,6 @@ export async function submitExecution(
         );
         if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
       }
-      const row = await insertInvocation(trx, {
-        id: invocationId,
-        agent_id: principal.agentId,
-        api_key_id: principal.apiKeyId,
-        listing_id: listing.id,
-        task: req.task,
-        route: "execute",
-        input: req.input,
-        max_cost_micros: maxCostMicros,
-        price_micros: micros(listing.price_micros),
-      });
       await insertOutbox(trx, {
         queue: "executions",
         job_id: invocationId,
