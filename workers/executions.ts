@@ -1,18 +1,22 @@
-import { type Job, UnrecoverableError, Worker } from "bullmq";
+import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import {
-  abandonRunningAttempts,
+  abandonExpiredAttempts,
   finishAttempt,
   finishInvocation,
   insertAttempt,
-  listAttempts,
   markRunning,
+  readAttempts,
 } from "../shared/db/invocations.js";
 import { db } from "../shared/db/knex.js";
-import { findListing } from "../shared/db/listings.js";
+import { findListing, type ListingRow } from "../shared/db/listings.js";
 import { insertReceipt } from "../shared/db/receipts.js";
 import { micros } from "../shared/domain/money.js";
-import { callProvider, type ProviderResult } from "../shared/domain/provider-call.js";
+import {
+  callProvider,
+  MAX_PROVIDER_LATENCY_MS,
+  type ProviderResult,
+} from "../shared/domain/provider-call.js";
 import { logger } from "../shared/log.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
@@ -21,19 +25,53 @@ import { payloadValidator } from "./payload.js";
 /** retry_policy.max_attempts for free listings (spec "Limits"). */
 export const MAX_ATTEMPTS = 3;
 
+/** Time after a call's own timeout for its worker to record the result before the attempt expires. */
+export const ATTEMPT_MARGIN_MS = 2000;
+
 export type ExecutionOutcome = "succeeded" | "failed" | "already_finished";
+
+/**
+ * Another run of the same invocation has a call in flight (BullMQ delivers at least once). This run must
+ * not call the provider; it retries once the live attempt's deadline has passed.
+ */
+export class RunInProgress extends Error {
+  constructor(readonly retryAt: Date) {
+    super("another run of this invocation has a call in flight");
+  }
+}
 
 type Failure = Extract<ProviderResult, { ok: false }>;
 
 async function fail(invocationId: string, code: string, message: string): Promise<ExecutionOutcome> {
-  await finishInvocation(db(), invocationId, { status: "failed", error: { code, message } });
-  return "failed";
+  const finished = await finishInvocation(db(), invocationId, { status: "failed", error: { code, message } });
+  return finished ? "failed" : "already_finished";
+}
+
+function callTimeoutMs(listing: ListingRow): number {
+  return Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS);
+}
+
+/** Inserts the next attempt, or throws RunInProgress when a concurrent run took that number first. */
+async function startAttempt(invocationId: string, attemptNo: number, listing: ListingRow) {
+  try {
+    return await insertAttempt(
+      db(),
+      { invocation_id: invocationId, attempt_no: attemptNo, listing_id: listing.id },
+      callTimeoutMs(listing) + ATTEMPT_MARGIN_MS,
+    );
+  } catch (error) {
+    if ((error as { code?: string }).code === "23505") {
+      throw new RunInProgress(new Date(Date.now() + callTimeoutMs(listing) + ATTEMPT_MARGIN_MS));
+    }
+    throw error;
+  }
 }
 
 /**
- * Runs one invocation to its end: marks it running, closes attempts a dead worker left open, calls the
- * provider up to MAX_ATTEMPTS times (only when the listing is safe_to_retry), and records the outcome,
- * the attempt and the receipt in one transaction. Safe to run again for the same id at any point.
+ * Runs one invocation to its end: marks it running, waits out any attempt another run still has in
+ * flight, closes attempts of dead workers as abandoned, calls the provider (up to MAX_ATTEMPTS calls
+ * in all, and never a second one when the listing is not safe_to_retry), and records the attempt, the
+ * outcome and the receipt in one transaction. Safe to run again, or twice at once, for the same id.
  */
 export async function processExecution(payload: QueuePayload<"executions">): Promise<ExecutionOutcome> {
   const invocation = await markRunning(db(), payload.invocation_id);
@@ -41,54 +79,58 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
   const listing = await findListing(db(), invocation.listing_id);
   if (!listing) return fail(invocation.id, "LISTING_NOT_FOUND", "the listing no longer exists");
 
-  const abandoned = await abandonRunningAttempts(db(), invocation.id);
-  if (abandoned > 0 && !listing.safe_to_retry) {
+  const attempts = await readAttempts(db(), invocation.id);
+  const live = attempts.find((a) => a.live);
+  if (live) throw new RunInProgress(live.deadline_at ?? new Date(Date.now() + ATTEMPT_MARGIN_MS));
+  await abandonExpiredAttempts(db(), invocation.id);
+  let attemptNo = attempts.length;
+  if (attemptNo > 0 && !listing.safe_to_retry) {
     return fail(
       invocation.id,
       "PROVIDER_FAILED",
-      "a call was in flight when its worker stopped; the provider is not safe to retry, so it is not called again",
+      "a call was already made and its outcome is unknown; the provider is not safe to retry, so it is not called again",
     );
   }
-  let attemptNo = (await listAttempts(db(), invocation.id)).length;
+
   let last: Failure | undefined;
   while (attemptNo < MAX_ATTEMPTS) {
     attemptNo += 1;
-    const attempt = await insertAttempt(db(), {
-      invocation_id: invocation.id,
-      attempt_no: attemptNo,
-      listing_id: listing.id,
-    });
+    const attempt = await startAttempt(invocation.id, attemptNo, listing);
     const result = await callProvider(listing, invocation, attemptNo);
     if (result.ok) {
-      await db().transaction(async (trx) => {
-        await finishAttempt(trx, attempt.id, {
+      return db().transaction(async (trx) => {
+        const recorded = await finishAttempt(trx, attempt.id, {
           status: "succeeded",
           error_code: null,
           error_message: null,
           http_status: result.evidence.http_status,
           latency_ms: result.evidence.latency_ms,
         });
-        if (await finishInvocation(trx, invocation.id, { status: "succeeded", output: result.output })) {
-          await insertReceipt(trx, {
-            invocation_id: invocation.id,
-            agent_id: invocation.agent_id,
-            listing_id: listing.id,
-            amount_micros: micros(invocation.price_micros),
-            provider_evidence: { ...result.evidence },
-          });
+        if (
+          !recorded ||
+          !(await finishInvocation(trx, invocation.id, { status: "succeeded", output: result.output }))
+        ) {
+          return "already_finished";
         }
+        await insertReceipt(trx, {
+          invocation_id: invocation.id,
+          agent_id: invocation.agent_id,
+          listing_id: listing.id,
+          amount_micros: micros(invocation.price_micros),
+          provider_evidence: { ...result.evidence },
+        });
+        return "succeeded";
       });
-      return "succeeded";
     }
     last = result;
-    await finishAttempt(db(), attempt.id, {
+    const recorded = await finishAttempt(db(), attempt.id, {
       status: "failed",
       error_code: result.code,
       error_message: result.message,
       http_status: result.httpStatus,
       latency_ms: result.latencyMs,
     });
-    if (!listing.safe_to_retry) break;
+    if (!recorded || !listing.safe_to_retry) break;
     await new Promise((resolve) => setTimeout(resolve, 100 * attemptNo));
   }
   return fail(
@@ -99,15 +141,23 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
 }
 
 const validatePayload = payloadValidator(QUEUES.executions.payload);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Starts the executions worker: payload validation, concurrency from config, error classification. */
 export function startExecutionsWorker(): Worker {
   const config = getConfig();
   const worker = new Worker(
     "executions",
-    async (job: Job) => {
+    async (job: Job, token?: string) => {
       const payload = validatePayload(job.data) as QueuePayload<"executions">;
-      return processExecution(payload);
+      try {
+        return await processExecution(payload);
+      } catch (error) {
+        if (!(error instanceof RunInProgress)) throw error;
+        // Wait for the live attempt's deadline without spending one of the job's retries.
+        await job.moveToDelayed(error.retryAt.getTime() + 100, token);
+        throw new DelayedError();
+      }
     },
     {
       connection: createRedis("worker"),
@@ -122,8 +172,9 @@ export function startExecutionsWorker(): Worker {
     if (!job) return;
     const final = err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
     logger().warn({ err, job_id: job.id, final }, "execution job failed");
-    if (final && typeof job.data?.invocation_id === "string") {
-      fail(job.data.invocation_id, "INTERNAL_ERROR", "the execution could not be completed").catch((e) =>
+    const invocationId = job.data?.invocation_id;
+    if (final && typeof invocationId === "string" && UUID.test(invocationId)) {
+      fail(invocationId, "INTERNAL_ERROR", "the execution could not be completed").catch((e) =>
         logger().error({ err: e, job_id: job.id }, "could not mark invocation failed"),
       );
     }

@@ -37,6 +37,7 @@ export interface AttemptRow {
   latency_ms: number | null;
   started_at: Date;
   finished_at: Date | null;
+  deadline_at: Date | null;
 }
 
 export const TERMINAL: readonly InvocationStatus[] = ["succeeded", "failed"];
@@ -104,29 +105,49 @@ export async function listAttempts(q: Db, invocationId: string): Promise<Attempt
   return q<AttemptRow>("invocation_attempts").where({ invocation_id: invocationId }).orderBy("attempt_no");
 }
 
-/** Attempts still 'running' belong to a worker that died mid-call; they are closed as abandoned. */
-export async function abandonRunningAttempts(q: Db, invocationId: string): Promise<number> {
-  return q("invocation_attempts").where({ invocation_id: invocationId, status: "running" }).update({
-    status: "abandoned",
-    finished_at: q.fn.now(),
-    error_message: "worker stopped before the call returned",
-  });
+/**
+ * Every attempt of an invocation, each marked live when it is 'running' and inside its deadline (its
+ * call may still be in flight), in one read so that the two facts cannot disagree.
+ */
+export async function readAttempts(q: Db, invocationId: string): Promise<(AttemptRow & { live: boolean })[]> {
+  return q<AttemptRow & { live: boolean }>("invocation_attempts")
+    .select("*", q.raw("(status = 'running' and coalesce(deadline_at > now(), false)) as live"))
+    .where({ invocation_id: invocationId })
+    .orderBy("attempt_no");
 }
 
+/** 'running' attempts past their deadline belong to a worker that died mid-call: closed as abandoned. */
+export async function abandonExpiredAttempts(q: Db, invocationId: string): Promise<number> {
+  return q("invocation_attempts")
+    .where({ invocation_id: invocationId, status: "running" })
+    .andWhere((w) => w.whereNull("deadline_at").orWhere("deadline_at", "<=", q.fn.now()))
+    .update({
+      status: "abandoned",
+      finished_at: q.fn.now(),
+      error_message: "worker stopped before the call returned",
+    });
+}
+
+/** Records an attempt before its call; UNIQUE(invocation_id, attempt_no) stops two runs taking one number. */
 export async function insertAttempt(
   q: Db,
   row: Pick<AttemptRow, "invocation_id" | "attempt_no" | "listing_id">,
+  deadlineMs: number,
 ): Promise<AttemptRow> {
-  const [inserted] = await q<AttemptRow>("invocation_attempts").insert(row).returning("*");
+  const [inserted] = await q<AttemptRow>("invocation_attempts")
+    .insert({ ...row, deadline_at: q.raw("now() + make_interval(secs => ?)", [deadlineMs / 1000]) as never })
+    .returning("*");
   return inserted!;
 }
 
+/** running → its result; false when the attempt was no longer running (closed by another run). */
 export async function finishAttempt(
   q: Db,
   id: string,
   result: Pick<AttemptRow, "status" | "error_code" | "error_message" | "http_status" | "latency_ms">,
-): Promise<void> {
-  await q("invocation_attempts")
-    .where({ id })
+): Promise<boolean> {
+  const count = await q("invocation_attempts")
+    .where({ id, status: "running" })
     .update({ ...result, finished_at: q.fn.now() });
+  return count === 1;
 }

@@ -25,10 +25,16 @@ export async function markOutboxSent(q: Db, queue: string, jobIds: string[]): Pr
     .update({ enqueued_at: q.fn.now() });
 }
 
-/** Unsent rows older than the given age, locked so two sweepers never send the same row at once. */
-export async function lockUnsentOutbox(q: Db, olderThanMs: number, limit: number): Promise<OutboxRow[]> {
+/** Unsent rows of known queues older than the given age, locked so two sweepers never send one row at once. */
+export async function lockUnsentOutbox(
+  q: Db,
+  queues: readonly string[],
+  olderThanMs: number,
+  limit: number,
+): Promise<OutboxRow[]> {
   return q<OutboxRow>("job_outbox")
     .whereNull("enqueued_at")
+    .whereIn("queue", queues)
     .andWhere("created_at", "<", q.raw("now() - make_interval(secs => ?)", [olderThanMs / 1000]))
     .orderBy("created_at")
     .limit(limit)

@@ -3,7 +3,7 @@ import { deleteExpiredIdempotencyKeys } from "../db/idempotency.js";
 import { db } from "../db/knex.js";
 import { deleteSentOutbox, lockUnsentOutbox, markOutboxSent } from "../db/outbox.js";
 import { logger } from "../log.js";
-import { isQueueName } from "../queue-names.js";
+import { QUEUE_NAMES, type QueueName } from "../queue-names.js";
 import { enqueue } from "../queues.js";
 
 const BATCH = 200;
@@ -15,14 +15,10 @@ const BATCH = 200;
  */
 export async function sweepOutbox(): Promise<number> {
   return db().transaction(async (trx) => {
-    const rows = await lockUnsentOutbox(trx, getConfig().outboxStaleAfterMs, BATCH);
+    const rows = await lockUnsentOutbox(trx, QUEUE_NAMES, getConfig().outboxStaleAfterMs, BATCH);
     const sent = new Map<string, string[]>();
     for (const row of rows) {
-      if (!isQueueName(row.queue)) {
-        logger().error({ outbox_id: row.id, queue: row.queue }, "outbox row names an unknown queue");
-        continue;
-      }
-      await enqueue(row.queue, row.job_id, row.payload as never);
+      await enqueue(row.queue as QueueName, row.job_id, row.payload as never);
       sent.set(row.queue, [...(sent.get(row.queue) ?? []), row.job_id]);
     }
     for (const [queue, ids] of sent) await markOutboxSent(trx, queue, ids);

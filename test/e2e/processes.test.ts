@@ -72,7 +72,8 @@ describe("web and executions as separate processes", () => {
       if (index > 0) json(res, 200, { success: true, output: { served_by_call: index } });
     });
     try {
-      const listing = await buildListing({ endpointUrl: seller.url, safeToRetry: true });
+      // A short max_latency_ms keeps the dead call's attempt deadline (timeout + margin) a few seconds away.
+      const listing = await buildListing({ endpointUrl: seller.url, safeToRetry: true, maxLatencyMs: 2000 });
       const buyer = await buildAgent();
       const submitted = api("POST", "/api/execute", {
         key: buyer.apiKey,

@@ -13,7 +13,7 @@ import { closeDb, db } from "../../shared/db/knex.js";
 import type { ListingRow } from "../../shared/db/listings.js";
 import type { ReceiptRow } from "../../shared/db/receipts.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
-import { processExecution, startExecutionsWorker } from "../../workers/executions.js";
+import { processExecution, RunInProgress, startExecutionsWorker } from "../../workers/executions.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { json, type SellerHandler, startSeller, type TestSeller } from "../helpers/seller.js";
 
@@ -144,7 +144,7 @@ describe("processExecution with a healthy seller", () => {
     );
   });
 
-  it("two overlapping runs of one invocation never write a second receipt", async () => {
+  it("a second run while a call is in flight waits (RunInProgress) and never calls the provider", async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => {
       release = resolve;
@@ -155,16 +155,37 @@ describe("processExecution with a healthy seller", () => {
         json(res, 200, { success: true, output: { raced: true } });
       },
       { safeToRetry: true },
-      async ({ invocation }) => {
-        // The loser may throw (a duplicate attempt number); BullMQ would retry it and see already_finished.
-        const runs = Promise.allSettled([
+      async ({ seller, invocation }) => {
+        const first = processExecution({ invocation_id: invocation.id });
+        await expect.poll(() => seller.calls.length).toBe(1);
+        await expect(processExecution({ invocation_id: invocation.id })).rejects.toBeInstanceOf(
+          RunInProgress,
+        );
+        release();
+        expect(await first).toBe("succeeded");
+        expect(seller.calls).toHaveLength(1);
+        expect(await processExecution({ invocation_id: invocation.id })).toBe("already_finished");
+        expect(statuses(await listAttempts(db(), invocation.id))).toEqual(["succeeded"]);
+        expect(await receiptsFor(invocation.id)).toHaveLength(1);
+      },
+    );
+  });
+
+  it("two runs started together make one call between them and write one receipt", async () => {
+    await withSeller(
+      (_call, res) => json(res, 200, { success: true, output: { raced: true } }),
+      { safeToRetry: false },
+      async ({ seller, invocation }) => {
+        const outcomes = await Promise.allSettled([
           processExecution({ invocation_id: invocation.id }),
           processExecution({ invocation_id: invocation.id }),
         ]);
-        setTimeout(release, 200);
-        const outcomes = await runs;
-        expect(outcomes.some((o) => o.status === "fulfilled" && o.value === "succeeded")).toBe(true);
-        expect(await processExecution({ invocation_id: invocation.id })).toBe("already_finished");
+        // The loser either saw the live attempt / the taken attempt number (RunInProgress) or the outcome.
+        for (const o of outcomes) {
+          if (o.status === "rejected") expect(o.reason).toBeInstanceOf(RunInProgress);
+          else expect(["succeeded", "already_finished"]).toContain(o.value);
+        }
+        expect(seller.calls).toHaveLength(1);
         expect((await reload(invocation.id)).status).toBe("succeeded");
         expect(await receiptsFor(invocation.id)).toHaveLength(1);
       },
@@ -410,13 +431,39 @@ describe("processExecution failure classification", () => {
 });
 
 describe("processExecution after a worker died mid-call", () => {
+  it("an attempt still inside its deadline is left alone: RunInProgress, no call, nothing abandoned", async () => {
+    await withSeller(
+      (_call, res) => json(res, 200, { success: true, output: {} }),
+      { safeToRetry: true },
+      async ({ seller, listing, invocation }) => {
+        await db()("invocations").where({ id: invocation.id }).update({ status: "running" });
+        await insertAttempt(
+          db(),
+          { invocation_id: invocation.id, attempt_no: 1, listing_id: listing.id },
+          60_000,
+        );
+
+        const error = await processExecution({ invocation_id: invocation.id }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(RunInProgress);
+        expect((error as RunInProgress).retryAt.getTime()).toBeGreaterThan(Date.now() + 50_000);
+        expect(seller.calls).toHaveLength(0);
+        expect(statuses(await listAttempts(db(), invocation.id))).toEqual(["running"]);
+      },
+    );
+  });
+
   it("safe_to_retry: the running attempt is abandoned and attempt 2 succeeds with one receipt", async () => {
     await withSeller(
       (_call, res) => json(res, 200, { success: true, output: { recovered: true } }),
       { safeToRetry: true },
       async ({ seller, listing, invocation }) => {
         await db()("invocations").where({ id: invocation.id }).update({ status: "running" });
-        await insertAttempt(db(), { invocation_id: invocation.id, attempt_no: 1, listing_id: listing.id });
+        // Its deadline has passed: the worker that made it is gone.
+        await insertAttempt(
+          db(),
+          { invocation_id: invocation.id, attempt_no: 1, listing_id: listing.id },
+          -1000,
+        );
 
         expect(await processExecution({ invocation_id: invocation.id })).toBe("succeeded");
         const attempts = await listAttempts(db(), invocation.id);
@@ -439,7 +486,12 @@ describe("processExecution after a worker died mid-call", () => {
       { safeToRetry: false },
       async ({ seller, listing, invocation }) => {
         await db()("invocations").where({ id: invocation.id }).update({ status: "running" });
-        await insertAttempt(db(), { invocation_id: invocation.id, attempt_no: 1, listing_id: listing.id });
+        // Its deadline has passed: the worker that made it is gone.
+        await insertAttempt(
+          db(),
+          { invocation_id: invocation.id, attempt_no: 1, listing_id: listing.id },
+          -1000,
+        );
 
         expect(await processExecution({ invocation_id: invocation.id })).toBe("failed");
         expect(seller.calls).toHaveLength(0);
