@@ -45,7 +45,9 @@ export async function errors(ctx: AppContext, next: Next): Promise<void> {
       throw new AppError("NOT_FOUND", `no route for ${ctx.method} ${ctx.path}`, { see: "/openapi.json" });
     }
     if ((ctx.status === 405 || ctx.status === 501) && !ctx.body) {
-      throw new AppError("METHOD_NOT_ALLOWED", `${ctx.method} is not allowed here`, { allow: ctx.response.get("Allow") });
+      throw new AppError("METHOD_NOT_ALLOWED", `${ctx.method} is not allowed here`, {
+        allow: ctx.response.get("Allow"),
+      });
     }
   } catch (error) {
     if (error instanceof AppError) return renderError(ctx, error);
