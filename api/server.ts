@@ -1,7 +1,7 @@
 import type { Server } from "node:http";
 import { getConfig } from "../shared/config.js";
 import { closeDb } from "../shared/db/knex.js";
-import { startSweeper } from "../shared/domain/sweeper.js";
+import { flushJobMarks, startSweeper } from "../shared/domain/outbox.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { closeSafeFetch } from "../shared/net/safe-fetch.js";
@@ -19,6 +19,7 @@ export async function startWeb(): Promise<Server> {
   onShutdown("outbound http", "clients", closeSafeFetch);
   const sweeper = startSweeper();
   onShutdown("sweeper", "background", () => sweeper.stop());
+  onShutdown("outbox marks", "background", flushJobMarks);
 
   const server = createApp().listen(config.port, config.host);
   server.keepAliveTimeout = 65_000;

@@ -54,6 +54,8 @@ export function getQueue(name: QueueName): Queue {
       prefix: getConfig().queuePrefix,
       defaultJobOptions: QUEUES[name].jobOptions,
     });
+    // Every API request waiting on a job (waitUntilFinished) adds a 'closing' listener here.
+    queue.setMaxListeners(0);
     queues.set(name, queue);
   }
   return queue;

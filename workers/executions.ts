@@ -2,16 +2,14 @@ import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import {
   abandonExpiredAttempts,
+  type CallTarget,
+  claimRun,
   finishAttempt,
   finishInvocation,
   insertAttempt,
-  markRunning,
-  readAttempts,
+  recordSuccess,
 } from "../shared/db/invocations.js";
 import { db } from "../shared/db/knex.js";
-import { findListing, type ListingRow } from "../shared/db/listings.js";
-import { insertReceipt } from "../shared/db/receipts.js";
-import { micros } from "../shared/domain/money.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -47,12 +45,12 @@ async function fail(invocationId: string, code: string, message: string): Promis
   return finished ? "failed" : "already_finished";
 }
 
-function callTimeoutMs(listing: ListingRow): number {
+function callTimeoutMs(listing: CallTarget): number {
   return Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS);
 }
 
 /** Inserts the next attempt, or throws RunInProgress when a concurrent run took that number first. */
-async function startAttempt(invocationId: string, attemptNo: number, listing: ListingRow) {
+async function startAttempt(invocationId: string, attemptNo: number, listing: CallTarget) {
   try {
     return await insertAttempt(
       db(),
@@ -74,15 +72,14 @@ async function startAttempt(invocationId: string, attemptNo: number, listing: Li
  * outcome and the receipt in one transaction. Safe to run again, or twice at once, for the same id.
  */
 export async function processExecution(payload: QueuePayload<"executions">): Promise<ExecutionOutcome> {
-  const invocation = await markRunning(db(), payload.invocation_id);
-  if (!invocation) return "already_finished";
-  const listing = await findListing(db(), invocation.listing_id);
+  const claim = await claimRun(db(), payload.invocation_id);
+  if (!claim) return "already_finished";
+  const { invocation, listing, attempts } = claim;
   if (!listing) return fail(invocation.id, "LISTING_NOT_FOUND", "the listing no longer exists");
 
-  const attempts = await readAttempts(db(), invocation.id);
   const live = attempts.find((a) => a.live);
   if (live) throw new RunInProgress(live.deadline_at ?? new Date(Date.now() + ATTEMPT_MARGIN_MS));
-  await abandonExpiredAttempts(db(), invocation.id);
+  if (attempts.some((a) => a.status === "running")) await abandonExpiredAttempts(db(), invocation.id);
   let attemptNo = attempts.length;
   if (attemptNo > 0 && !listing.safe_to_retry) {
     return fail(
@@ -98,29 +95,15 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
     const attempt = await startAttempt(invocation.id, attemptNo, listing);
     const result = await callProvider(listing, invocation, attemptNo);
     if (result.ok) {
-      return db().transaction(async (trx) => {
-        const recorded = await finishAttempt(trx, attempt.id, {
-          status: "succeeded",
-          error_code: null,
-          error_message: null,
-          http_status: result.evidence.http_status,
-          latency_ms: result.evidence.latency_ms,
-        });
-        if (
-          !recorded ||
-          !(await finishInvocation(trx, invocation.id, { status: "succeeded", output: result.output }))
-        ) {
-          return "already_finished";
-        }
-        await insertReceipt(trx, {
-          invocation_id: invocation.id,
-          agent_id: invocation.agent_id,
-          listing_id: listing.id,
-          amount_micros: micros(invocation.price_micros),
-          provider_evidence: { ...result.evidence },
-        });
-        return "succeeded";
+      const receiptId = await recordSuccess(db(), {
+        attemptId: attempt.id,
+        invocationId: invocation.id,
+        output: result.output,
+        httpStatus: result.evidence.http_status,
+        latencyMs: result.evidence.latency_ms,
+        evidence: { ...result.evidence },
       });
+      return receiptId ? "succeeded" : "already_finished";
     }
     last = result;
     const recorded = await finishAttempt(db(), attempt.id, {

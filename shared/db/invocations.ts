@@ -1,4 +1,5 @@
 import type { Db } from "./knex.js";
+import type { ListingRow } from "./listings.js";
 
 export type InvocationStatus = "queued" | "running" | "succeeded" | "failed";
 
@@ -42,22 +43,67 @@ export interface AttemptRow {
 
 export const TERMINAL: readonly InvocationStatus[] = ["succeeded", "failed"];
 
-export async function insertInvocation(
+export type NewInvocation = Pick<
+  InvocationRow,
+  "id" | "agent_id" | "api_key_id" | "listing_id" | "task" | "route" | "input"
+> & { max_cost_micros: bigint | null; price_micros: bigint };
+
+/**
+ * Inserts an invocation and its outbox row (job id = invocation id) in one statement: atomic without
+ * an explicit transaction, and one round trip on the hot path.
+ */
+export async function insertInvocationWithJob(
   q: Db,
-  row: Pick<InvocationRow, "id" | "agent_id" | "api_key_id" | "listing_id" | "task" | "route" | "input"> & {
-    max_cost_micros: bigint | null;
-    price_micros: bigint;
-  },
+  row: NewInvocation,
+  queue: string,
 ): Promise<InvocationRow> {
-  const [inserted] = await q<InvocationRow>("invocations")
+  const insert = q("invocations")
     .insert({
       ...row,
-      input: JSON.stringify(row.input) as never,
+      input: JSON.stringify(row.input),
       max_cost_micros: row.max_cost_micros?.toString() ?? null,
       price_micros: row.price_micros.toString(),
     })
-    .returning("*");
-  return inserted!;
+    .returning("*")
+    .toSQL();
+  const result = await q.raw(
+    `with inv as (${insert.sql}),
+     job as (
+       insert into job_outbox (queue, job_id, payload)
+       select ?, inv.id::text, jsonb_build_object('invocation_id', inv.id) from inv
+     )
+     select * from inv`,
+    [...insert.bindings, queue],
+  );
+  return result.rows[0] as InvocationRow;
+}
+
+/** An invocation with what its execute answer shows: receipt, listing names, attempt facts. */
+export interface InvocationSummary extends InvocationRow {
+  receipt_id: string | null;
+  receipt_amount_micros: string | null;
+  listing_name: string | null;
+  listing_slug: string | null;
+  attempt_count: number;
+  served_latency_ms: number | null;
+}
+
+/** Reads an invocation summary in one round trip (the execute answer's hot path). */
+export async function findInvocationSummary(q: Db, id: string): Promise<InvocationSummary | undefined> {
+  const result = await q.raw(
+    `select i.*, r.id as receipt_id, r.amount_micros as receipt_amount_micros,
+            l.name as listing_name, l.slug as listing_slug,
+            (select count(*)::int from invocation_attempts a where a.invocation_id = i.id) as attempt_count,
+            (select a.latency_ms from invocation_attempts a
+              where a.invocation_id = i.id and a.status = 'succeeded'
+              order by a.attempt_no desc limit 1) as served_latency_ms
+       from invocations i
+       left join listings l on l.id = i.listing_id
+       left join receipts r on r.invocation_id = i.id
+      where i.id = ?`,
+    [id],
+  );
+  return result.rows[0] as InvocationSummary | undefined;
 }
 
 export async function findInvocation(q: Db, id: string): Promise<InvocationRow | undefined> {
@@ -71,16 +117,6 @@ export async function findOwnedInvocation(
   agentId: string,
 ): Promise<InvocationRow | undefined> {
   return q<InvocationRow>("invocations").where({ id, agent_id: agentId }).first();
-}
-
-/** queued|running → running; returns undefined when the invocation already ended. */
-export async function markRunning(q: Db, id: string): Promise<InvocationRow | undefined> {
-  const [row] = await q<InvocationRow>("invocations")
-    .where({ id })
-    .whereIn("status", ["queued", "running"])
-    .update({ status: "running", started_at: q.raw("coalesce(started_at, now())") as never })
-    .returning("*");
-  return row;
 }
 
 /** running → succeeded|failed, exactly once: false when another worker already finished it. */
@@ -103,17 +139,6 @@ export async function finishInvocation(
 
 export async function listAttempts(q: Db, invocationId: string): Promise<AttemptRow[]> {
   return q<AttemptRow>("invocation_attempts").where({ invocation_id: invocationId }).orderBy("attempt_no");
-}
-
-/**
- * Every attempt of an invocation, each marked live when it is 'running' and inside its deadline (its
- * call may still be in flight), in one read so that the two facts cannot disagree.
- */
-export async function readAttempts(q: Db, invocationId: string): Promise<(AttemptRow & { live: boolean })[]> {
-  return q<AttemptRow & { live: boolean }>("invocation_attempts")
-    .select("*", q.raw("(status = 'running' and coalesce(deadline_at > now(), false)) as live"))
-    .where({ invocation_id: invocationId })
-    .orderBy("attempt_no");
 }
 
 /** 'running' attempts past their deadline belong to a worker that died mid-call: closed as abandoned. */
@@ -150,4 +175,115 @@ export async function finishAttempt(
     .where({ id, status: "running" })
     .update({ ...result, finished_at: q.fn.now() });
   return count === 1;
+}
+
+/** The listing fields a provider call needs. */
+export type CallTarget = Pick<ListingRow, "id" | "endpoint_url" | "max_latency_ms" | "safe_to_retry">;
+
+export interface AttemptSnapshot {
+  attempt_no: number;
+  status: AttemptRow["status"];
+  /** 'running' and inside its deadline: its call may still be in flight. */
+  live: boolean;
+  deadline_at: Date | null;
+}
+
+export interface RunClaim {
+  invocation: InvocationRow;
+  listing: CallTarget | null;
+  attempts: AttemptSnapshot[];
+}
+
+/**
+ * Starts (or resumes) a run in one round trip: queued|running → running, plus the listing to call and a
+ * snapshot of every attempt taken at the same instant. Undefined when the invocation already ended.
+ */
+export async function claimRun(q: Db, invocationId: string): Promise<RunClaim | undefined> {
+  const result = await q.raw(
+    `with inv as (
+       update invocations set status = 'running', started_at = coalesce(started_at, now())
+        where id = ? and status in ('queued', 'running')
+       returning *
+     )
+     select inv.*,
+            l.id as call_listing_id, l.endpoint_url as call_endpoint_url,
+            l.max_latency_ms as call_max_latency_ms, l.safe_to_retry as call_safe_to_retry,
+            coalesce((select json_agg(json_build_object(
+                        'attempt_no', a.attempt_no, 'status', a.status, 'deadline_at', a.deadline_at,
+                        'live', a.status = 'running' and coalesce(a.deadline_at > now(), false))
+                      order by a.attempt_no)
+                        from invocation_attempts a where a.invocation_id = inv.id), '[]'::json) as attempt_snapshot
+       from inv left join listings l on l.id = inv.listing_id`,
+    [invocationId],
+  );
+  const row = result.rows[0];
+  if (!row) return undefined;
+  const {
+    call_listing_id,
+    call_endpoint_url,
+    call_max_latency_ms,
+    call_safe_to_retry,
+    attempt_snapshot,
+    ...invocation
+  } = row;
+  return {
+    invocation: invocation as InvocationRow,
+    listing: call_listing_id
+      ? {
+          id: call_listing_id,
+          endpoint_url: call_endpoint_url,
+          max_latency_ms: call_max_latency_ms,
+          safe_to_retry: call_safe_to_retry,
+        }
+      : null,
+    attempts: (
+      attempt_snapshot as (Omit<AttemptSnapshot, "deadline_at"> & { deadline_at: string | null })[]
+    ).map((a) => ({
+      ...a,
+      deadline_at: a.deadline_at ? new Date(a.deadline_at) : null,
+    })),
+  };
+}
+
+export interface SuccessRecord {
+  attemptId: string;
+  invocationId: string;
+  output: unknown;
+  httpStatus: number;
+  latencyMs: number;
+  evidence: Record<string, unknown>;
+}
+
+/**
+ * Records a successful call in one atomic statement: the attempt (only if still running), the
+ * invocation outcome (only if not ended, and only if the attempt was recorded) and the receipt for the
+ * invocation's price. Returns the receipt id, or null when another run had already ended it.
+ */
+export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | null> {
+  const result = await q.raw(
+    `with att as (
+       update invocation_attempts
+          set status = 'succeeded', http_status = ?, latency_ms = ?, finished_at = now()
+        where id = ? and status = 'running'
+       returning id
+     ), inv as (
+       update invocations set status = 'succeeded', output = ?::jsonb, completed_at = now()
+        where id = ? and status in ('queued', 'running') and exists (select 1 from att)
+       returning id, agent_id, listing_id, price_micros
+     ), rec as (
+       insert into receipts (invocation_id, agent_id, listing_id, amount_micros, provider_evidence)
+       select id, agent_id, listing_id, price_micros, ?::jsonb from inv
+       returning id
+     )
+     select (select id from rec) as receipt_id`,
+    [
+      s.httpStatus,
+      s.latencyMs,
+      s.attemptId,
+      JSON.stringify(s.output ?? null),
+      s.invocationId,
+      JSON.stringify(s.evidence),
+    ],
+  );
+  return (result.rows[0]?.receipt_id as string | null) ?? null;
 }

@@ -9,13 +9,6 @@ export interface OutboxRow {
   enqueued_at: Date | null;
 }
 
-export async function insertOutbox(
-  q: Db,
-  row: Pick<OutboxRow, "queue" | "job_id" | "payload">,
-): Promise<void> {
-  await q("job_outbox").insert({ ...row, payload: JSON.stringify(row.payload) });
-}
-
 export async function markOutboxSent(q: Db, queue: string, jobIds: string[]): Promise<void> {
   if (jobIds.length === 0) return;
   await q("job_outbox")

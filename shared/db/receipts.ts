@@ -11,22 +11,6 @@ export interface ReceiptRow {
   created_at: Date;
 }
 
-export async function insertReceipt(
-  q: Db,
-  row: Pick<ReceiptRow, "invocation_id" | "agent_id" | "listing_id" | "provider_evidence"> & {
-    amount_micros: bigint;
-  },
-): Promise<ReceiptRow> {
-  const [inserted] = await q<ReceiptRow>("receipts")
-    .insert({
-      ...row,
-      amount_micros: row.amount_micros.toString(),
-      provider_evidence: JSON.stringify(row.provider_evidence) as never,
-    })
-    .returning("*");
-  return inserted!;
-}
-
 export async function findReceiptForInvocation(q: Db, invocationId: string): Promise<ReceiptRow | undefined> {
   return q<ReceiptRow>("receipts").where({ invocation_id: invocationId }).first();
 }

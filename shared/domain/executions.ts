@@ -2,10 +2,16 @@ import { randomUUID } from "node:crypto";
 import type { Job } from "bullmq";
 import { getConfig } from "../config.js";
 import { claimIdempotencyKey, type IdempotencyRow } from "../db/idempotency.js";
-import { findInvocation, type InvocationRow, insertInvocation } from "../db/invocations.js";
+import {
+  findInvocation,
+  findInvocationSummary,
+  type InvocationRow,
+  type InvocationSummary,
+  insertInvocationWithJob,
+  type NewInvocation,
+} from "../db/invocations.js";
 import { db } from "../db/knex.js";
 import { findActiveByTaskAlias, type ListingRow } from "../db/listings.js";
-import { insertOutbox, markOutboxSent } from "../db/outbox.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import { logger } from "../log.js";
 import { enqueue, getQueueEvents } from "../queues.js";
@@ -13,6 +19,7 @@ import type { Principal } from "./auth.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
 import { validateListingInput } from "./json-schema.js";
 import { formatUsdc, micros, parseUsdc } from "./money.js";
+import { markJobSent } from "./outbox.js";
 
 export interface ExecuteRequest {
   task: string;
@@ -80,39 +87,31 @@ export async function submitExecution(
   });
   let invocation: InvocationRow;
   try {
-    invocation = await db().transaction(async (trx) => {
-      const row = await insertInvocation(trx, {
-        id: invocationId,
-        agent_id: principal.agentId,
-        api_key_id: principal.apiKeyId,
-        listing_id: listing.id,
-        task: req.task,
-        route: "execute",
-        input: req.input,
-        max_cost_micros: maxCostMicros,
-        price_micros: micros(listing.price_micros),
-      });
-      // After the invocation row (the key references it); an already-claimed key rolls this row back.
-      if (req.idempotencyKey) {
-        const claim = await claimIdempotencyKey(
-          trx,
-          {
-            agent_id: principal.agentId,
-            key: req.idempotencyKey,
-            fingerprint: print,
-            invocation_id: invocationId,
-          },
-          config.idempotencyRetentionHours,
-        );
-        if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
-      }
-      await insertOutbox(trx, {
-        queue: "executions",
-        job_id: invocationId,
-        payload: { invocation_id: invocationId },
-      });
-      return row;
-    });
+    const row: NewInvocation = {
+      id: invocationId,
+      agent_id: principal.agentId,
+      api_key_id: principal.apiKeyId,
+      listing_id: listing.id,
+      task: req.task,
+      route: "execute",
+      input: req.input,
+      max_cost_micros: maxCostMicros,
+      price_micros: micros(listing.price_micros),
+    };
+    const key = req.idempotencyKey;
+    invocation = key
+      ? await db().transaction(async (trx) => {
+          const inserted = await insertInvocationWithJob(trx, row, "executions");
+          // After the invocation row (the key references it); an already-claimed key rolls it back.
+          const claim = await claimIdempotencyKey(
+            trx,
+            { agent_id: principal.agentId, key, fingerprint: print, invocation_id: invocationId },
+            config.idempotencyRetentionHours,
+          );
+          if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
+          return inserted;
+        })
+      : await insertInvocationWithJob(db(), row, "executions");
   } catch (error) {
     if (!(error instanceof KeyAlreadyClaimed)) throw error;
     const original = await findInvocation(db(), error.existing.invocation_id);
@@ -122,12 +121,7 @@ export async function submitExecution(
   let job: Job | undefined;
   try {
     job = await enqueue("executions", invocationId, { invocation_id: invocationId });
-    markOutboxSent(db(), "executions", [invocationId]).catch((err) =>
-      logger().warn(
-        { err, request_id: requestId },
-        "outbox row not marked; the sweeper will re-send harmlessly",
-      ),
-    );
+    markJobSent("executions", invocationId);
   } catch (err) {
     logger().warn(
       { err, request_id: requestId, invocation_id: invocationId },
@@ -138,14 +132,13 @@ export async function submitExecution(
 }
 
 /** Waits up to waitMs for the job, then reads the invocation's state from PostgreSQL (the authority). */
-export async function awaitInvocation(submission: Submission, waitMs: number): Promise<InvocationRow> {
-  if (submission.replayed) return submission.invocation;
-  if (submission.job && waitMs > 0) {
+export async function awaitInvocation(submission: Submission, waitMs: number): Promise<InvocationSummary> {
+  if (!submission.replayed && submission.job && waitMs > 0) {
     try {
       await submission.job.waitUntilFinished(await getQueueEvents("executions"), waitMs);
     } catch {
       // Timed out or failed in the queue: the row below says which, and 202 covers the rest.
     }
   }
-  return (await findInvocation(db(), submission.invocation.id))!;
+  return (await findInvocationSummary(db(), submission.invocation.id))!;
 }

@@ -1,8 +1,14 @@
 import { getConfig } from "../config.js";
-import { type AttemptRow, findOwnedInvocation, type InvocationRow, listAttempts } from "../db/invocations.js";
+import {
+  type AttemptRow,
+  findOwnedInvocation,
+  type InvocationRow,
+  type InvocationSummary,
+  listAttempts,
+} from "../db/invocations.js";
 import { db } from "../db/knex.js";
 import { findListing } from "../db/listings.js";
-import { findOwnedReceipt, findReceiptForInvocation, type ReceiptRow } from "../db/receipts.js";
+import { findOwnedReceipt, findReceiptForInvocation } from "../db/receipts.js";
 import { AppError, ERRORS, type ErrorCode } from "../errors.js";
 import { formatUsdc, micros } from "./money.js";
 
@@ -21,12 +27,14 @@ function links(invocationId: string, receiptId: string | null) {
   };
 }
 
-function cost(invocation: InvocationRow, receipt: ReceiptRow | undefined) {
+/** What was charged comes from the receipt (evidence); without one nothing was. */
+function cost(invocation: InvocationRow, receiptAmountMicros: string | null | undefined) {
+  const charged = receiptAmountMicros ? micros(receiptAmountMicros) : 0n;
   return {
-    amount_usdc: formatUsdc(receipt ? micros(receipt.amount_micros) : 0n),
+    amount_usdc: formatUsdc(charged),
     listed_price_usdc: formatUsdc(micros(invocation.price_micros)),
     currency: "USDC",
-    charged: receipt ? micros(receipt.amount_micros) > 0n : false,
+    charged: charged > 0n,
   };
 }
 
@@ -55,7 +63,7 @@ function attemptView(a: AttemptRow) {
  * The execute answer for an ended invocation: the result on success; on failure the invocation's
  * error as an AppError (rendered in the envelope, with the invocation id to poll).
  */
-export async function executeResult(invocation: InvocationRow) {
+export function executeResult(invocation: InvocationSummary) {
   if (invocation.status === "failed") {
     const code = (invocation.error?.code ?? "PROVIDER_FAILED") as ErrorCode;
     throw new AppError(
@@ -67,33 +75,27 @@ export async function executeResult(invocation: InvocationRow) {
       },
     );
   }
-  const [receipt, attempts, listing] = await Promise.all([
-    findReceiptForInvocation(db(), invocation.id),
-    listAttempts(db(), invocation.id),
-    findListing(db(), invocation.listing_id),
-  ]);
-  const served = attempts.find((a) => a.status === "succeeded");
   return {
     success: true as const,
     output: invocation.output,
     invocation_id: invocation.id,
     status: invocation.status,
-    receipt_id: receipt?.id ?? null,
+    receipt_id: invocation.receipt_id,
     provider: {
       listing_id: invocation.listing_id,
-      name: listing?.name ?? null,
-      slug: listing?.slug ?? null,
+      name: invocation.listing_name,
+      slug: invocation.listing_slug,
       selection_reason: "only_or_first_active_listing_for_task_alias",
     },
-    cost: cost(invocation, receipt),
+    cost: cost(invocation, invocation.receipt_amount_micros),
     metering: {
-      attempts: attempts.length,
-      provider_latency_ms: served?.latency_ms ?? null,
+      attempts: invocation.attempt_count,
+      provider_latency_ms: invocation.served_latency_ms,
       total_ms: invocation.completed_at
         ? invocation.completed_at.getTime() - invocation.created_at.getTime()
         : null,
     },
-    ...links(invocation.id, receipt?.id ?? null),
+    ...links(invocation.id, invocation.receipt_id),
   };
 }
 
@@ -141,7 +143,7 @@ export async function invocationStatus(agentId: string, invocationId: string) {
         : invocation.status === "succeeded"
           ? "receipt_not_recorded"
           : "invocation_not_finished",
-    cost: cost(invocation, receipt),
+    cost: cost(invocation, receipt?.amount_micros),
     settlement: settlement(invocation),
     ...links(invocation.id, receipt?.id ?? null),
   };

@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import { getConfig } from "../config.js";
-import type { InvocationRow } from "../db/invocations.js";
-import type { ListingRow } from "../db/listings.js";
+import type { CallTarget, InvocationRow } from "../db/invocations.js";
 import type { ErrorCode } from "../errors.js";
 import { FetchFailure, safeFetch } from "../net/safe-fetch.js";
 
@@ -50,7 +49,7 @@ function failure(
  * statuses are failures classified for retry and fallback.
  */
 export async function callProvider(
-  listing: ListingRow,
+  listing: CallTarget,
   invocation: InvocationRow,
   attemptNo: number,
 ): Promise<ProviderResult> {

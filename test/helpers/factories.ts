@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { db } from "../../shared/db/knex.js";
+import type { InvocationRow, NewInvocation } from "../../shared/db/invocations.js";
+import { type Db, db } from "../../shared/db/knex.js";
 import type { ListingRow } from "../../shared/db/listings.js";
 import { type Intent, registerAgent } from "../../shared/domain/agents.js";
 import { parseUsdc } from "../../shared/domain/money.js";
@@ -45,4 +46,20 @@ export async function buildListing(overrides: ListingOverrides): Promise<Listing
     })
     .returning("*");
   return row!;
+}
+
+/**
+ * An invocation row alone, with no outbox row: nothing will enqueue it, so a test drives it by calling
+ * processExecution itself (other files' sweepers share this database and would otherwise pick it up).
+ */
+export async function insertInvocation(q: Db, row: NewInvocation): Promise<InvocationRow> {
+  const [inserted] = await q<InvocationRow>("invocations")
+    .insert({
+      ...row,
+      input: JSON.stringify(row.input) as never,
+      max_cost_micros: row.max_cost_micros?.toString() ?? null,
+      price_micros: row.price_micros.toString(),
+    })
+    .returning("*");
+  return inserted!;
 }

@@ -3,7 +3,7 @@ import type { Worker } from "bullmq";
 import { createApp } from "../../api/app.js";
 import { getConfig } from "../../shared/config.js";
 import { closeDb } from "../../shared/db/knex.js";
-import { startSweeper } from "../../shared/domain/sweeper.js";
+import { startSweeper } from "../../shared/domain/outbox.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
 import { startExecutionsWorker } from "../../workers/executions.js";
 

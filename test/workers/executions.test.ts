@@ -6,7 +6,6 @@ import {
   findInvocation,
   type InvocationRow,
   insertAttempt,
-  insertInvocation,
   listAttempts,
 } from "../../shared/db/invocations.js";
 import { closeDb, db } from "../../shared/db/knex.js";
@@ -14,7 +13,7 @@ import type { ListingRow } from "../../shared/db/listings.js";
 import type { ReceiptRow } from "../../shared/db/receipts.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
 import { processExecution, RunInProgress, startExecutionsWorker } from "../../workers/executions.js";
-import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
+import { buildAgent, buildListing, insertInvocation, type TestAgent } from "../helpers/factories.js";
 import { json, type SellerHandler, startSeller, type TestSeller } from "../helpers/seller.js";
 
 let buyer: TestAgent;

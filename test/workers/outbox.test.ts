@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findInvocation, type InvocationRow, insertInvocation } from "../../shared/db/invocations.js";
+import { findInvocation, type InvocationRow, insertInvocationWithJob } from "../../shared/db/invocations.js";
 import { db } from "../../shared/db/knex.js";
 import type { ListingRow } from "../../shared/db/listings.js";
-import { insertOutbox, type OutboxRow } from "../../shared/db/outbox.js";
-import { sweepOutbox } from "../../shared/domain/sweeper.js";
+import type { OutboxRow } from "../../shared/db/outbox.js";
+import { sweepOutbox } from "../../shared/domain/outbox.js";
 import { getQueue } from "../../shared/queues.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
@@ -35,22 +35,21 @@ afterAll(async () => {
  */
 async function commitWithoutEnqueue(): Promise<InvocationRow> {
   return db().transaction(async (trx) => {
-    const invocation = await insertInvocation(trx, {
-      id: randomUUID(),
-      agent_id: buyer.agentId,
-      api_key_id: apiKeyId,
-      listing_id: listing.id,
-      task: listing.slug,
-      route: "execute",
-      input: { n: 1 },
-      max_cost_micros: null,
-      price_micros: 0n,
-    });
-    await insertOutbox(trx, {
-      queue: "executions",
-      job_id: invocation.id,
-      payload: { invocation_id: invocation.id },
-    });
+    const invocation = await insertInvocationWithJob(
+      trx,
+      {
+        id: randomUUID(),
+        agent_id: buyer.agentId,
+        api_key_id: apiKeyId,
+        listing_id: listing.id,
+        task: listing.slug,
+        route: "execute",
+        input: { n: 1 },
+        max_cost_micros: null,
+        price_micros: 0n,
+      },
+      "executions",
+    );
     await trx("job_outbox")
       .where({ queue: "executions", job_id: invocation.id })
       .update({ created_at: trx.raw("now() + interval '1 hour'") });

@@ -7,6 +7,39 @@ import { QUEUE_NAMES, type QueueName } from "../queue-names.js";
 import { enqueue } from "../queues.js";
 
 const BATCH = 200;
+const MARK_DELAY_MS = 20;
+
+const pendingMarks = new Map<QueueName, string[]>();
+let markTimer: NodeJS.Timeout | undefined;
+
+async function flushMarks(): Promise<void> {
+  markTimer = undefined;
+  const batches = [...pendingMarks];
+  pendingMarks.clear();
+  for (const [queue, jobIds] of batches) {
+    await markOutboxSent(db(), queue, jobIds).catch((err) =>
+      logger().warn(
+        { err, queue, count: jobIds.length },
+        "outbox rows not marked sent; the sweeper re-sends them harmlessly",
+      ),
+    );
+  }
+}
+
+/**
+ * Records that a job reached the queue. Marks are batched (one UPDATE per queue every few ms) because
+ * they only spare the sweeper work: a lost mark means a harmless second enqueue of the same job id.
+ */
+export function markJobSent(queue: QueueName, jobId: string): void {
+  pendingMarks.set(queue, [...(pendingMarks.get(queue) ?? []), jobId]);
+  markTimer ??= setTimeout(flushMarks, MARK_DELAY_MS);
+}
+
+/** Writes pending marks now (shutdown). */
+export async function flushJobMarks(): Promise<void> {
+  if (markTimer) clearTimeout(markTimer);
+  await flushMarks();
+}
 
 /**
  * Re-enqueues outbox rows the API committed but never managed to send (Redis down, process killed
