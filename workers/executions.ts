@@ -72,10 +72,17 @@ async function startAttempt(invocationId: string, attemptNo: number, listing: Ca
  * outcome and the receipt in one transaction. Safe to run again, or twice at once, for the same id.
  */
 export async function processExecution(payload: QueuePayload<"executions">): Promise<ExecutionOutcome> {
-  const claim = await claimRun(db(), payload.invocation_id);
+  const claim = await claimRun(db(), payload.invocation_id, {
+    maxCallMs: MAX_PROVIDER_LATENCY_MS,
+    marginMs: ATTEMPT_MARGIN_MS,
+  });
   if (!claim) return "already_finished";
-  const { invocation, listing, attempts } = claim;
+  const { invocation, listing, attempts, firstAttempt } = claim;
   if (!listing) return fail(invocation.id, "LISTING_NOT_FOUND", "the listing no longer exists");
+  // No attempt existed, yet another run recorded attempt 1 in the same instant: its call is in flight.
+  if (attempts.length === 0 && !firstAttempt) {
+    throw new RunInProgress(new Date(Date.now() + callTimeoutMs(listing) + ATTEMPT_MARGIN_MS));
+  }
 
   const live = attempts.find((a) => a.live);
   if (live) throw new RunInProgress(live.deadline_at ?? new Date(Date.now() + ATTEMPT_MARGIN_MS));
@@ -85,14 +92,15 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
     return fail(
       invocation.id,
       "PROVIDER_FAILED",
-      "a call was already made and its outcome is unknown; the provider is not safe to retry, so it is not called again",
+      "a call was already made for this invocation and the provider is not safe to retry, so it is not called again",
     );
   }
 
   let last: Failure | undefined;
   while (attemptNo < MAX_ATTEMPTS) {
     attemptNo += 1;
-    const attempt = await startAttempt(invocation.id, attemptNo, listing);
+    const attempt =
+      attemptNo === 1 && firstAttempt ? firstAttempt : await startAttempt(invocation.id, attemptNo, listing);
     const result = await callProvider(listing, invocation, attemptNo);
     if (result.ok) {
       const receiptId = await recordSuccess(db(), {

@@ -191,30 +191,48 @@ export interface AttemptSnapshot {
 export interface RunClaim {
   invocation: InvocationRow;
   listing: CallTarget | null;
+  /** Every attempt as it stood before this claim. */
   attempts: AttemptSnapshot[];
+  /** Attempt 1, when this claim found no attempts and recorded it (the common, first-run case). */
+  firstAttempt: { id: string } | null;
 }
 
 /**
- * Starts (or resumes) a run in one round trip: queued|running → running, plus the listing to call and a
- * snapshot of every attempt taken at the same instant. Undefined when the invocation already ended.
+ * Starts (or resumes) a run in one round trip: queued|running → running, the listing to call, a
+ * snapshot of every attempt taken at the same instant, and, when there were none, attempt 1 recorded
+ * before any call (deadline = the call's timeout, capped at maxCallMs, plus marginMs). Undefined when the
+ * invocation already ended. ON CONFLICT leaves attempt 1 to a concurrent run that took it first.
  */
-export async function claimRun(q: Db, invocationId: string): Promise<RunClaim | undefined> {
+export async function claimRun(
+  q: Db,
+  invocationId: string,
+  timing: { maxCallMs: number; marginMs: number },
+): Promise<RunClaim | undefined> {
   const result = await q.raw(
     `with inv as (
        update invocations set status = 'running', started_at = coalesce(started_at, now())
         where id = ? and status in ('queued', 'running')
        returning *
+     ), snap as (
+       select coalesce(json_agg(json_build_object(
+                'attempt_no', a.attempt_no, 'status', a.status, 'deadline_at', a.deadline_at,
+                'live', a.status = 'running' and coalesce(a.deadline_at > now(), false))
+              order by a.attempt_no), '[]'::json) as attempts, count(*) as n
+         from invocation_attempts a where a.invocation_id = ?
+     ), first as (
+       insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
+       select inv.id, 1, l.id, now() + make_interval(secs => (least(l.max_latency_ms, ?) + ?) / 1000.0)
+         from inv join listings l on l.id = inv.listing_id, snap
+        where snap.n = 0
+       on conflict (invocation_id, attempt_no) do nothing
+       returning id
      )
      select inv.*,
             l.id as call_listing_id, l.endpoint_url as call_endpoint_url,
             l.max_latency_ms as call_max_latency_ms, l.safe_to_retry as call_safe_to_retry,
-            coalesce((select json_agg(json_build_object(
-                        'attempt_no', a.attempt_no, 'status', a.status, 'deadline_at', a.deadline_at,
-                        'live', a.status = 'running' and coalesce(a.deadline_at > now(), false))
-                      order by a.attempt_no)
-                        from invocation_attempts a where a.invocation_id = inv.id), '[]'::json) as attempt_snapshot
-       from inv left join listings l on l.id = inv.listing_id`,
-    [invocationId],
+            snap.attempts as attempt_snapshot, (select id from first) as first_attempt_id
+       from inv cross join snap left join listings l on l.id = inv.listing_id`,
+    [invocationId, invocationId, timing.maxCallMs, timing.marginMs],
   );
   const row = result.rows[0];
   if (!row) return undefined;
@@ -224,6 +242,7 @@ export async function claimRun(q: Db, invocationId: string): Promise<RunClaim | 
     call_max_latency_ms,
     call_safe_to_retry,
     attempt_snapshot,
+    first_attempt_id,
     ...invocation
   } = row;
   return {
@@ -238,10 +257,8 @@ export async function claimRun(q: Db, invocationId: string): Promise<RunClaim | 
       : null,
     attempts: (
       attempt_snapshot as (Omit<AttemptSnapshot, "deadline_at"> & { deadline_at: string | null })[]
-    ).map((a) => ({
-      ...a,
-      deadline_at: a.deadline_at ? new Date(a.deadline_at) : null,
-    })),
+    ).map((a) => ({ ...a, deadline_at: a.deadline_at ? new Date(a.deadline_at) : null })),
+    firstAttempt: first_attempt_id ? { id: first_attempt_id } : null,
   };
 }
 

@@ -9,13 +9,17 @@ export interface OutboxRow {
   enqueued_at: Date | null;
 }
 
+/**
+ * Marks rows sent. Deliberately not filtered on "enqueued_at is null": that steers the planner onto the
+ * partial unsent index, which is full of dead entries under churn; the unique (queue, job_id) index is
+ * exact, and coalesce keeps the first send time.
+ */
 export async function markOutboxSent(q: Db, queue: string, jobIds: string[]): Promise<void> {
   if (jobIds.length === 0) return;
   await q("job_outbox")
     .where({ queue })
     .whereIn("job_id", jobIds)
-    .whereNull("enqueued_at")
-    .update({ enqueued_at: q.fn.now() });
+    .update({ enqueued_at: q.raw("coalesce(enqueued_at, now())") });
 }
 
 /** Unsent rows of known queues older than the given age, locked so two sweepers never send one row at once. */
