@@ -3,7 +3,7 @@ import { overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
-import { json, startSeller } from "../helpers/seller.js";
+import { json, startGatedSeller, startSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
 
 let service: TestService;
@@ -50,14 +50,8 @@ describe("POST /api/execute (echo)", () => {
   });
 
   it("answers 202 with the status URL when the result takes longer than the sync budget", async () => {
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    const seller = await startSeller(async (_call, res) => {
-      await gate;
-      json(res, 200, { success: true, output: { done: true } });
-    });
+    const seller = await startGatedSeller();
+    const release = seller.release;
     try {
       const listing = await buildListing({ endpointUrl: seller.url });
       overrideConfig({ executeSyncWaitMs: 100 });

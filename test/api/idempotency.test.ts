@@ -4,7 +4,7 @@ import { overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { type ApiResponse, api, errorCode } from "../helpers/http.js";
-import { json, startSeller } from "../helpers/seller.js";
+import { json, startGatedSeller, startSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
 
 let service: TestService;
@@ -176,14 +176,8 @@ describe("idempotency conflicts", () => {
   });
 
   it("the same key while the first request is still running → 409, then a replay once it ends", async () => {
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    const seller = await startSeller(async (_call, res) => {
-      await gate;
-      json(res, 200, { success: true, output: { done: true } });
-    });
+    const seller = await startGatedSeller();
+    const release = seller.release;
     try {
       const agent = await buildAgent();
       const listing = await buildListing({ endpointUrl: seller.url });

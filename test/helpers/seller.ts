@@ -40,3 +40,18 @@ export function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { "content-type": "application/json" });
   res.end(JSON.stringify(body));
 }
+
+/** A seller whose answers wait until release() is called: for in-flight, 409 and 202 cases. */
+export async function startGatedSeller(
+  output: unknown = { done: true },
+): Promise<TestSeller & { release(): void }> {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const seller = await startSeller(async (_call, res) => {
+    await gate;
+    json(res, 200, { success: true, output });
+  });
+  return { ...seller, release };
+}
