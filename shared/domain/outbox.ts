@@ -31,7 +31,9 @@ async function flushMarks(): Promise<void> {
  * they only spare the sweeper work: a lost mark means a harmless second enqueue of the same job id.
  */
 export function markJobSent(queue: QueueName, jobId: string): void {
-  pendingMarks.set(queue, [...(pendingMarks.get(queue) ?? []), jobId]);
+  const ids = pendingMarks.get(queue);
+  if (ids) ids.push(jobId);
+  else pendingMarks.set(queue, [jobId]);
   markTimer ??= setTimeout(flushMarks, MARK_DELAY_MS);
 }
 
@@ -49,12 +51,14 @@ export async function flushJobMarks(): Promise<void> {
 export async function sweepOutbox(): Promise<number> {
   return db().transaction(async (trx) => {
     const rows = await lockUnsentOutbox(trx, QUEUE_NAMES, getConfig().outboxStaleAfterMs, BATCH);
-    const sent = new Map<string, string[]>();
-    for (const row of rows) {
-      await enqueue(row.queue as QueueName, row.job_id, row.payload as never);
-      sent.set(row.queue, [...(sent.get(row.queue) ?? []), row.job_id]);
+    for (const row of rows) await enqueue(row.queue as QueueName, row.job_id, row.payload as never);
+    for (const queue of new Set(rows.map((r) => r.queue))) {
+      await markOutboxSent(
+        trx,
+        queue,
+        rows.filter((r) => r.queue === queue).map((r) => r.job_id),
+      );
     }
-    for (const [queue, ids] of sent) await markOutboxSent(trx, queue, ids);
     return rows.length;
   });
 }
