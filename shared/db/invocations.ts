@@ -273,8 +273,8 @@ export interface SuccessRecord {
 
 /**
  * Records a successful call in one atomic statement: the attempt (only if still running), the
- * invocation outcome (only if not ended, and only if the attempt was recorded) and the receipt for the
- * invocation's price. Returns the receipt id, or null when another run had already ended it.
+ * invocation outcome (only if not ended, and only if the attempt was recorded), the receipt for the
+ * invocation's price, and the listing's runtime proof (last_success_at, refreshed at most once a minute). Returns the receipt id, or null when another run had already ended it.
  */
 export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | null> {
   const result = await q.raw(
@@ -291,6 +291,10 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | n
        insert into receipts (invocation_id, agent_id, listing_id, amount_micros, provider_evidence)
        select id, agent_id, listing_id, price_micros, ?::jsonb from inv
        returning id
+     ), proof as (
+       update listings set last_success_at = now()
+        where id = (select listing_id from inv)
+          and (last_success_at is null or last_success_at < now() - interval '1 minute')
      )
      select (select id from rec) as receipt_id`,
     [

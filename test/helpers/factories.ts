@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { InvocationRow, NewInvocation } from "../../shared/db/invocations.js";
 import { type Db, db } from "../../shared/db/knex.js";
-import type { ListingRow } from "../../shared/db/listings.js";
+import { type ListingRow, listingColumns } from "../../shared/db/listings.js";
 import { type Intent, registerAgent } from "../../shared/domain/agents.js";
 import { parseUsdc } from "../../shared/domain/money.js";
 
@@ -24,7 +24,13 @@ export interface ListingOverrides {
   maxLatencyMs?: number;
   inputSchema?: Record<string, unknown>;
   tags?: string[];
-  status?: string;
+  status?: ListingRow["status"];
+  featured?: boolean;
+  verificationStatus?: ListingRow["verification_status"];
+  category?: string;
+  name?: string;
+  description?: string;
+  sellerId?: string;
 }
 
 /** A listing row pointing at a test's own loopback server; its slug doubles as a unique task alias. */
@@ -43,8 +49,14 @@ export async function buildListing(overrides: ListingOverrides): Promise<Listing
       safe_to_retry: overrides.safeToRetry ?? true,
       max_latency_ms: overrides.maxLatencyMs ?? 30000,
       status: overrides.status ?? "active",
+      featured: overrides.featured ?? false,
+      verification_status: overrides.verificationStatus ?? null,
+      ...(overrides.category ? { category: overrides.category } : {}),
+      ...(overrides.name ? { name: overrides.name } : {}),
+      ...(overrides.description ? { description: overrides.description } : {}),
+      seller_id: overrides.sellerId ?? null,
     })
-    .returning("*");
+    .returning(listingColumns(db()) as never);
   return row!;
 }
 
