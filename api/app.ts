@@ -5,10 +5,12 @@ import { jsonBody } from "./middleware/json-body.js";
 import { requestId } from "./middleware/request-id.js";
 import { mountRoutes } from "./mount.js";
 import type { AppState, RouteDef } from "./route.js";
+import { catalogRoutes } from "./routes/catalog.js";
 import { discoveryRoutes } from "./routes/discovery.js";
 import { executeRoutes } from "./routes/execute.js";
 import { quickstartRoutes } from "./routes/quickstart.js";
 import { receiptRoutes } from "./routes/receipts.js";
+import { sellerRoutes } from "./routes/seller.js";
 import { systemRoutes } from "./routes/system.js";
 import { toolRoutes } from "./routes/tools.js";
 import { welcomeRoutes } from "./routes/welcome.js";
@@ -22,6 +24,8 @@ export function allRoutes(): RouteDef[] {
     ...systemRoutes,
     ...executeRoutes,
     ...receiptRoutes,
+    ...catalogRoutes,
+    ...sellerRoutes,
     ...discoveryRoutes(allRoutes),
   ];
 }

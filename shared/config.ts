@@ -28,6 +28,8 @@ export interface Config {
   embeddedDataDir: string;
   shutdownGraceMs: number;
   validateResponses: boolean;
+  outboundAllowlist: readonly string[];
+  featuredPerSeller: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -90,6 +92,23 @@ function url(name: string, def: string | undefined, describe: string, protocols:
       return raw.replace(/\/$/, "");
     },
   } satisfies Setting<string>;
+}
+
+function list(name: string, describe: string, pattern: RegExp) {
+  return {
+    name,
+    default: [] as readonly string[],
+    describe,
+    parse(raw: string): readonly string[] {
+      const items = raw
+        .split(",")
+        .map((item) => item.trim().toLowerCase())
+        .filter((item) => item.length > 0);
+      const bad = items.filter((item) => !pattern.test(item));
+      if (bad.length > 0) throw new Error(`${name} has invalid entries: ${bad.join(", ")}`);
+      return Object.freeze(items);
+    },
+  } satisfies Setting<readonly string[]>;
 }
 
 function bool(name: string, def: boolean, describe: string) {
@@ -196,6 +215,18 @@ export const SETTINGS = {
     "VALIDATE_RESPONSES",
     false,
     "check every response against its declared schema (tests)",
+  ),
+  outboundAllowlist: list(
+    "OUTBOUND_ALLOWLIST",
+    "hosts exempt from the public-address rule for seller endpoints (tests, local development); empty by default",
+    /^[a-z0-9.:[\]-]+$/,
+  ),
+  featuredPerSeller: int(
+    "FEATURED_PER_SELLER",
+    3,
+    "most listings of one seller in the featured lane",
+    1,
+    100,
   ),
 } as const;
 

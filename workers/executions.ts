@@ -10,6 +10,7 @@ import {
   recordSuccess,
 } from "../shared/db/invocations.js";
 import { db } from "../shared/db/knex.js";
+import { isUuid } from "../shared/domain/ids.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -132,7 +133,6 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
 }
 
 const validatePayload = payloadValidator(QUEUES.executions.payload);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Starts the executions worker: payload validation, concurrency from config, error classification. */
 export function startExecutionsWorker(): Worker {
@@ -164,7 +164,7 @@ export function startExecutionsWorker(): Worker {
     const final = err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
     logger().warn({ err, job_id: job.id, final }, "execution job failed");
     const invocationId = job.data?.invocation_id;
-    if (final && typeof invocationId === "string" && UUID.test(invocationId)) {
+    if (final && typeof invocationId === "string" && isUuid(invocationId)) {
       fail(invocationId, "INTERNAL_ERROR", "the execution could not be completed").catch((e) =>
         logger().error({ err: e, job_id: job.id }, "could not mark invocation failed"),
       );

@@ -284,3 +284,24 @@ async function countMatches(q: Db, c: CatalogQuery): Promise<number> {
   const { total } = await searchListings(q, { ...c, offset: 0, limit: 1 });
   return total;
 }
+
+/** A seller's listing locked for update, so concurrent changes cannot lose a version bump. */
+export async function lockOwnedListing(
+  trx: Knex.Transaction,
+  id: string,
+  sellerId: string,
+): Promise<ListingRow | undefined> {
+  return (await trx("listings")
+    .select(listingColumns(trx))
+    .where({ id, seller_id: sellerId })
+    .forUpdate()
+    .first()) as ListingRow | undefined;
+}
+
+/** A seller's listings, newest first (seller status). */
+export async function listSellerListings(q: Db, sellerId: string): Promise<ListingRow[]> {
+  return (await q("listings")
+    .select(listingColumns(q))
+    .where({ seller_id: sellerId })
+    .orderBy("created_at", "desc")) as ListingRow[];
+}

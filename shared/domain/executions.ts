@@ -16,6 +16,7 @@ import { AppError, paidExecutionUnavailable } from "../errors.js";
 import { logger } from "../log.js";
 import { enqueue, getQueueEvents } from "../queues.js";
 import type { Principal } from "./auth.js";
+import { paidGate } from "./availability.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
 import { validateListingInput } from "./json-schema.js";
 import { formatUsdc, micros, parseUsdc } from "./money.js";
@@ -58,8 +59,11 @@ function chooseListing(candidates: ListingRow[], task: string, maxCostMicros: bi
     });
   }
   const chosen = affordable[0]!;
-  // Until the money issue lands, no settlement rail exists: paid work is refused before any effect.
-  if (micros(chosen.price_micros) > 0n) throw paidExecutionUnavailable("platform_custody_frozen");
+  // The gate is read afresh: paid work is refused before any effect while it is closed.
+  const gate = paidGate();
+  if (micros(chosen.price_micros) > 0n && !gate.enabled) {
+    throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
+  }
   return chosen;
 }
 

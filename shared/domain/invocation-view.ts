@@ -10,14 +10,8 @@ import { db } from "../db/knex.js";
 import { findListing } from "../db/listings.js";
 import { findOwnedReceipt, findReceiptForInvocation } from "../db/receipts.js";
 import { AppError, ERRORS, type ErrorCode } from "../errors.js";
+import { isUuid } from "./ids.js";
 import { formatUsdc, micros } from "./money.js";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** Ids that are not UUIDs are simply unknown (404), never a database cast error. */
-function isUuid(id: string): boolean {
-  return UUID.test(id);
-}
 
 function links(invocationId: string, receiptId: string | null) {
   const base = getConfig().publicBaseUrl;

@@ -16,5 +16,6 @@ Object.assign(process.env, {
   EXECUTE_SYNC_WAIT_MS: "5000",
   OUTBOX_SWEEP_INTERVAL_MS: "200",
   OUTBOX_STALE_AFTER_MS: "500",
+  OUTBOUND_ALLOWLIST: "127.0.0.1,localhost",
   SHUTDOWN_GRACE_MS: "5000",
 });

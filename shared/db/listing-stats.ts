@@ -1,0 +1,75 @@
+import type { ListingStats } from "../domain/listing-facts.js";
+import type { Db } from "./knex.js";
+
+const EMPTY: ListingStats = {
+  total_invocations: 0,
+  success_count: 0,
+  failure_count: 0,
+  paid_success_count: 0,
+  refunded_paid_count: 0,
+  avg_latency_ms: null,
+  p50_latency_ms: null,
+  p95_latency_ms: null,
+  attempts_30d: 0,
+  successful_attempts_30d: 0,
+  last_invoked_at: null,
+  last_paid_success_at: null,
+};
+
+function num(value: unknown): number | null {
+  return value === null || value === undefined ? null : Math.round(Number(value) * 10) / 10;
+}
+
+/**
+ * Counters and latency for a page of listings, computed from invocations and attempts (two grouped
+ * queries, whatever the page size). Refunds have no table yet, so refunded_paid_count is exactly 0.
+ */
+export async function readListingStats(q: Db, listingIds: string[]): Promise<Map<string, ListingStats>> {
+  const stats = new Map(listingIds.map((id) => [id, { ...EMPTY }]));
+  if (listingIds.length === 0) return stats;
+  const [invocations, attempts] = await Promise.all([
+    q.raw(
+      `select listing_id,
+              count(*) as total,
+              count(*) filter (where status = 'succeeded') as succeeded,
+              count(*) filter (where status = 'failed') as failed,
+              count(*) filter (where status = 'succeeded' and price_micros > 0) as paid_succeeded,
+              max(created_at) as last_invoked_at,
+              max(completed_at) filter (where status = 'succeeded' and price_micros > 0) as last_paid_success_at
+         from invocations where listing_id = any(?::uuid[]) group by listing_id`,
+      [listingIds],
+    ),
+    q.raw(
+      `select listing_id,
+              count(*) as attempts,
+              count(*) filter (where status = 'succeeded') as succeeded,
+              avg(latency_ms) filter (where status = 'succeeded') as avg_latency,
+              percentile_cont(0.5) within group (order by latency_ms) filter (where status = 'succeeded') as p50,
+              percentile_cont(0.95) within group (order by latency_ms) filter (where status = 'succeeded') as p95
+         from invocation_attempts
+        where listing_id = any(?::uuid[]) and started_at > now() - interval '30 days'
+        group by listing_id`,
+      [listingIds],
+    ),
+  ]);
+  for (const row of invocations.rows) {
+    Object.assign(stats.get(row.listing_id)!, {
+      total_invocations: Number(row.total),
+      success_count: Number(row.succeeded),
+      failure_count: Number(row.failed),
+      paid_success_count: Number(row.paid_succeeded),
+      last_invoked_at: row.last_invoked_at,
+      last_paid_success_at: row.last_paid_success_at,
+    });
+  }
+  for (const row of attempts.rows) {
+    Object.assign(stats.get(row.listing_id)!, {
+      attempts_30d: Number(row.attempts),
+      successful_attempts_30d: Number(row.succeeded),
+      avg_latency_ms: num(row.avg_latency),
+      p50_latency_ms: num(row.p50),
+      p95_latency_ms: num(row.p95),
+    });
+  }
+  return stats;
+}

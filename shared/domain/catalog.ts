@@ -1,0 +1,104 @@
+import type { Static } from "@sinclair/typebox";
+import { getConfig } from "../config.js";
+import { db } from "../db/knex.js";
+import { readListingStats } from "../db/listing-stats.js";
+import { findListing, type Lane, type ListingRow, searchListings } from "../db/listings.js";
+import { readSellers } from "../db/sellers.js";
+import { AppError } from "../errors.js";
+import type { CatalogQuery } from "../schemas/listings.js";
+import { availability, funding, paidGate } from "./availability.js";
+import { isUuid } from "./ids.js";
+import { NO_HEALTH, NO_REVIEWS } from "./listing-facts.js";
+import { buildListingRecord } from "./listing-record/index.js";
+
+const LANES: Record<Lane, string> = {
+  featured: "curated listings with verification or runtime proof, at most FEATURED_PER_SELLER per seller",
+  search: "active approved listings with a verified or reachable verdict or a successful call",
+  registry: "every active approved listing that is not marked failed",
+};
+
+/** Gathers the facts for a page of listings in three batched queries and builds their records. */
+export async function listingRecords(rows: ListingRow[]) {
+  const ids = rows.map((r) => r.id);
+  const sellerIds = [...new Set(rows.map((r) => r.seller_id).filter((id): id is string => id !== null))];
+  const [stats, sellers] = await Promise.all([readListingStats(db(), ids), readSellers(db(), sellerIds)]);
+  const { platformId, publicBaseUrl, idempotencyRetentionHours } = getConfig();
+  const gate = paidGate();
+  const now = new Date();
+  return rows.map((listing) =>
+    buildListingRecord(
+      {
+        listing,
+        seller: listing.seller_id ? (sellers.get(listing.seller_id) ?? null) : null,
+        stats: stats.get(listing.id)!,
+        health: NO_HEALTH,
+        reviews: NO_REVIEWS,
+        paidGate: gate,
+        platformId,
+        baseUrl: publicBaseUrl,
+        now,
+      },
+      { idempotencyRetentionHours },
+    ),
+  );
+}
+
+/** One page of the catalog (GET /api/capabilities): records, paging, marketplace info, availability. */
+export async function catalogPage(query: Static<typeof CatalogQuery>) {
+  const lane: Lane = query.visibility ?? "registry";
+  const limit = query.limit ?? 100;
+  const offset = query.offset ?? 0;
+  const { rows, total } = await searchListings(db(), {
+    search: query.search,
+    category: query.category,
+    lane,
+    limit,
+    offset,
+    featuredPerSeller: getConfig().featuredPerSeller,
+  });
+  return {
+    capabilities: await listingRecords(rows),
+    total,
+    limit,
+    offset,
+    has_more: offset + rows.length < total,
+    marketplace_info: {
+      currency: "USDC" as const,
+      requirement: "an API key (POST /api/quickstart) for execution; none for reading the catalog",
+      how_to_fund: null,
+      pricing_info: "/api/wallet/pricing",
+      discovery_visibility: {
+        mode: lane,
+        requested: query.visibility ?? null,
+        supported_modes: Object.keys(LANES),
+        curated: lane === "featured",
+        lanes: LANES,
+      },
+      funding: funding(),
+    },
+    availability: availability(),
+  };
+}
+
+/** GET /api/capabilities/{id}: any listing's record, retired ones included (receipts point at them). */
+export async function listingRecordById(id: string) {
+  const listing = isUuid(id) ? await findListing(db(), id) : undefined;
+  if (!listing)
+    throw new AppError("LISTING_NOT_FOUND", "no listing with this id", {
+      listing_id: id,
+      hint: "GET /api/capabilities",
+    });
+  const [record] = await listingRecords([listing]);
+  return record!;
+}
+
+/** GET /market.json: the canonical catalog (registry lane, first page) plus availability, read now. */
+export async function marketDocument() {
+  const page = await catalogPage({ visibility: "registry", limit: 100, offset: 0 });
+  return {
+    schema: `${getConfig().platformId}.market.v1`,
+    platform: getConfig().platformId,
+    generated_at: new Date().toISOString(),
+    ...page,
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * Small value helpers for the listing record. The one rule they carry (DESIGN §4): a value without
+ * evidence is null, and a sibling `<key>_null_reason` says why. The reason key is present only when the
+ * value is null, so a reader never sees a stale reason next to a real number.
+ */
+
+/** `{ [key]: value }` plus `{ [key_null_reason]: reason }` when the value is null. */
+export type Explained<K extends string, V> = { [P in K]: V | null } & {
+  [P in `${K}_null_reason`]?: string;
+};
+
+/** The value under its key, or null under its key and the reason under `<key>_null_reason`. */
+export function explained<K extends string, V>(
+  key: K,
+  value: V | null | undefined,
+  reason: string,
+): Explained<K, V> {
+  if (value === null || value === undefined) {
+    return { [key]: null, [`${key}_null_reason`]: reason } as Explained<K, V>;
+  }
+  return { [key]: value } as Explained<K, V>;
+}
+
+/** ISO 8601 or null; Date columns arrive as Date from node-pg. */
+export function isoOrNull(date: Date | null | undefined): string | null {
+  return date ? date.toISOString() : null;
+}
+
+/** part/whole as a percentage with one decimal, or null when there is no basis (whole = 0). */
+export function percent(part: number, whole: number): number | null {
+  if (whole <= 0) return null;
+  return Math.round((part / whole) * 1000) / 10;
+}
+
+/** part/whole as a ratio with four decimals, or null when there is no basis (whole = 0). */
+export function ratio(part: number, whole: number): number | null {
+  if (whole <= 0) return null;
+  return Math.round((part / whole) * 10_000) / 10_000;
+}
+
+/** A number rounded to one decimal; latency averages come from SQL with arbitrary precision. */
+export function oneDecimal(value: number | null): number | null {
+  return value === null ? null : Math.round(value * 10) / 10;
+}
+
+/** 0/1 integers, as the spec's read-time table serves featured, safe_to_retry and the other flags. */
+export function flag(value: boolean): 0 | 1 {
+  return value ? 1 : 0;
+}
+
+/** The first occurrence of each string, order kept: blocker and alias lists must not repeat. */
+export function unique(values: Iterable<string>): string[] {
+  return [...new Set(values)];
+}
