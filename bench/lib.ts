@@ -96,6 +96,61 @@ export async function resolveInfra(env: NodeJS.ProcessEnv = process.env): Promis
   return { env: out, postgres, redis };
 }
 
+/** A PostgreSQL server for benchmarks that talk to the database directly rather than through the service. */
+export interface PostgresServer {
+  /** Where it is, for the output (host:port, never a password). */
+  label: string;
+  /** A database on that server to connect to for create / drop database. */
+  adminUrl: string;
+  /** The URL of the named database on that server. */
+  url(database: string): string;
+}
+
+/** The same server and credentials as url, with another database. */
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${encodeURIComponent(database)}`;
+  return parsed.toString();
+}
+
+async function postgresAnswers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * The server resolveInfra would choose, without the embedded fallback: BENCH_DATABASE_URL's server,
+ * else the local one on 5432 as postgres; undefined when neither answers. `avoid` is the bench's own
+ * database, never used as the admin connection (it is the one being dropped).
+ */
+export async function resolvePostgresServer(
+  avoid: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<PostgresServer | undefined> {
+  const given = env.BENCH_DATABASE_URL;
+  const base = given ?? `postgres://${LOCAL_PG.user}@${LOCAL_PG.host}:${LOCAL_PG.port}/postgres`;
+  const parsed = new URL(base);
+  const own = decodeURIComponent(parsed.pathname.replace(/^\//, ""));
+  const adminUrl = own && own !== avoid ? base : withDatabase(base, "postgres");
+  if (!(await postgresAnswers(adminUrl))) {
+    if (given) throw new Error(`BENCH_DATABASE_URL: no answer from PostgreSQL at ${parsed.host}`);
+    return undefined;
+  }
+  return {
+    label: given ? `BENCH_DATABASE_URL (${parsed.host})` : `${LOCAL_PG.host}:${LOCAL_PG.port}`,
+    adminUrl,
+    url: (database) => withDatabase(base, database),
+  };
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The service under test
 

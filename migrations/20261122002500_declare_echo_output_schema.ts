@@ -1,5 +1,6 @@
 // Data: the echo listing declares the output the spec defines for the echo tool, so its record can
-// say ready_for_autonomous_invocation and show an example response.
+// say ready_for_autonomous_invocation and show an example response; and it records who approved it
+// (the platform, by this migration), so review_status 'approved' has its evidence.
 import type { Knex } from "knex";
 
 const ECHO_OUTPUT_SCHEMA = {
@@ -36,5 +37,11 @@ export async function up(knex: Knex): Promise<void> {
 export async function down(knex: Knex): Promise<void> {
   await knex("listings")
     .where({ slug: "echo", public_supply_origin: "first_party_service" })
-    .update({ output_schema: null, allowed_use: "" });
+    .update({
+      output_schema: null,
+      allowed_use: "",
+      reviewed_by: null,
+      reviewed_at: null,
+      review_notes: null,
+    });
 }
