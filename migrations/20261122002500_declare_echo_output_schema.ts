@@ -31,17 +31,18 @@ export async function up(knex: Knex): Promise<void> {
       output_schema: JSON.stringify(ECHO_OUTPUT_SCHEMA),
       data_retention: "none",
       allowed_use: "connectivity and integration testing",
+      reviewed_by: "platform_seed_migration",
+      reviewed_at: knex.fn.now(),
+      review_notes: "first-party listing maintained by the platform",
     });
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex("listings")
-    .where({ slug: "echo", public_supply_origin: "first_party_service" })
-    .update({
-      output_schema: null,
-      allowed_use: "",
-      reviewed_by: null,
-      reviewed_at: null,
-      review_notes: null,
-    });
+  await knex("listings").where({ slug: "echo", public_supply_origin: "first_party_service" }).update({
+    output_schema: null,
+    allowed_use: "",
+    reviewed_by: null,
+    reviewed_at: null,
+    review_notes: null,
+  });
 }
