@@ -192,17 +192,60 @@ export async function retireListing(q: Db, id: string): Promise<boolean> {
   return count === 1;
 }
 
-/** The listing columns, excluding the generated search vector. */
+const COLUMN_NAMES = [
+  "id",
+  "seller_id",
+  "slug",
+  "name",
+  "description",
+  "long_description",
+  "category",
+  "endpoint_url",
+  "pricing_model",
+  "price_micros",
+  "currency",
+  "input_schema",
+  "output_schema",
+  "tags",
+  "status",
+  "version",
+  "safe_to_retry",
+  "max_latency_ms",
+  "rate_limit",
+  "concurrency_limit",
+  "public_supply_origin",
+  "platform_hosted",
+  "listing_type",
+  "delivery_method",
+  "runtime",
+  "data_retention",
+  "allowed_use",
+  "risk_flags",
+  "required_scopes",
+  "featured",
+  "tumbler_enabled",
+  "review_status",
+  "review_score",
+  "review_notes",
+  "reviewed_at",
+  "reviewed_by",
+  "proxy_mode",
+  "proxy_upstream_url",
+  "proxy_headers",
+  "proxy_strip_path",
+  "verification_status",
+  "verified_at",
+  "retired_at",
+  "last_success_at",
+  "created_at",
+  "updated_at",
+];
+
+/** Every listing column but the generated search vector (never sent to Node), table-qualified. */
+const LISTING_COLUMNS = COLUMN_NAMES.map((c) => `listings.${c}`).join(", ");
+
 export function listingColumns(q: Db): Knex.Raw {
-  return q.raw(
-    "listings.id, seller_id, slug, name, description, long_description, category, endpoint_url, pricing_model, " +
-      "price_micros, currency, input_schema, output_schema, tags, status, version, safe_to_retry, max_latency_ms, " +
-      "rate_limit, concurrency_limit, public_supply_origin, platform_hosted, listing_type, delivery_method, runtime, " +
-      "data_retention, allowed_use, risk_flags, required_scopes, featured, tumbler_enabled, review_status, " +
-      "review_score, review_notes, reviewed_at, reviewed_by, proxy_mode, proxy_upstream_url, proxy_headers, " +
-      "proxy_strip_path, verification_status, verified_at, retired_at, last_success_at, listings.created_at, " +
-      "listings.updated_at",
-  );
+  return q.raw(LISTING_COLUMNS);
 }
 
 export type Lane = "featured" | "search" | "registry";
@@ -255,26 +298,43 @@ function tsQuery(search: string): string | undefined {
   return terms.length ? terms.map((t) => `${t}:*`).join(" & ") : undefined;
 }
 
-/** One catalog page and the total number of matches, in one round trip. */
+/** Substring search on names needs trigrams: a needle under 3 characters has none and would scan all. */
+const MIN_SUBSTRING_LENGTH = 3;
+
+/**
+ * One catalog page and the total number of matches, in one round trip. Matching, ranking and counting
+ * run over narrow rows (id, rank, featured, created_at); only the page's rows are then read in full.
+ */
 export async function searchListings(q: Db, c: CatalogQuery): Promise<{ rows: ListingRow[]; total: number }> {
-  const query = q("listings").select(listingColumns(q), q.raw("count(*) over () as total_matches"));
-  laneFilter(query, c.lane, c.featuredPerSeller);
-  if (c.category) query.where("category", c.category.toLowerCase());
   const ts = c.search ? tsQuery(c.search) : undefined;
+  const matches = q("listings").select(
+    "listings.id",
+    "listings.featured",
+    "listings.created_at",
+    ts ? q.raw("ts_rank(search_vector, to_tsquery('simple', ?)) as rank", [ts]) : q.raw("0::real as rank"),
+  );
+  laneFilter(matches, c.lane, c.featuredPerSeller);
+  if (c.category) matches.where("listings.category", c.category.toLowerCase());
   if (c.search) {
-    const needle = `%${c.search.toLowerCase().replace(/[\\%_]/g, (m) => `\\${m}`)}%`;
-    query.where((w) => {
+    const needle = c.search.trim().toLowerCase();
+    const substring =
+      needle.length >= MIN_SUBSTRING_LENGTH ? `%${needle.replace(/[\\%_]/g, (m) => `\\${m}`)}%` : undefined;
+    if (!ts && !substring) return { rows: [], total: 0 };
+    matches.where((w) => {
       if (ts) w.whereRaw("search_vector @@ to_tsquery('simple', ?)", [ts]);
-      w.orWhereRaw("lower(name) like ?", [needle]);
+      if (substring) w.orWhereRaw("lower(listings.name) like ?", [substring]);
     });
   }
-  if (ts) query.orderByRaw("ts_rank(search_vector, to_tsquery('simple', ?)) desc", [ts]);
-  query.orderBy([
-    { column: "featured", order: "desc" },
-    { column: "listings.created_at" },
-    { column: "listings.id" },
-  ]);
-  const rows = (await query.limit(c.limit).offset(c.offset)) as (ListingRow & { total_matches: string })[];
+  const inner = matches.toSQL();
+  const result = await q.raw(
+    `with m as materialized (${inner.sql}),
+     page as (select * from m order by rank desc, featured desc, created_at, id limit ? offset ?)
+     select ${LISTING_COLUMNS}, (select count(*) from m) as total_matches
+       from page join listings on listings.id = page.id
+      order by page.rank desc, page.featured desc, page.created_at, page.id`,
+    [...inner.bindings, c.limit, c.offset],
+  );
+  const rows = result.rows as (ListingRow & { total_matches: string })[];
   const total =
     rows.length > 0 ? Number(rows[0]!.total_matches) : c.offset > 0 ? await countMatches(q, c) : 0;
   return { rows: rows.map(({ total_matches: _, ...row }) => row as ListingRow), total };
