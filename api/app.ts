@@ -8,6 +8,7 @@ import type { AppState, RouteDef } from "./route.js";
 import { catalogRoutes } from "./routes/catalog.js";
 import { discoveryRoutes } from "./routes/discovery.js";
 import { executeRoutes } from "./routes/execute.js";
+import { jwksRoutes } from "./routes/jwks.js";
 import { quickstartRoutes } from "./routes/quickstart.js";
 import { receiptRoutes } from "./routes/receipts.js";
 import { sellerRoutes } from "./routes/seller.js";
@@ -26,6 +27,7 @@ export function allRoutes(): RouteDef[] {
     ...receiptRoutes,
     ...catalogRoutes,
     ...sellerRoutes,
+    ...jwksRoutes,
     ...discoveryRoutes(allRoutes),
   ];
 }

@@ -1,3 +1,4 @@
+import { createPrivateKey } from "node:crypto";
 import { concurrencyVariable, QUEUE_NAMES, type QueueName } from "./queue-names.js";
 
 /**
@@ -30,6 +31,13 @@ export interface Config {
   validateResponses: boolean;
   outboundAllowlist: readonly string[];
   featuredPerSeller: number;
+  platformSigningKey: string | undefined;
+  healthProbeIntervalMs: number;
+  healthProbeJitterMs: number;
+  healthProbeTimeoutMs: number;
+  healthProbeFailuresToFail: number;
+  circuitFailureThreshold: number;
+  circuitCooldownMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -122,6 +130,45 @@ function bool(name: string, def: boolean, describe: string) {
       throw new Error(`${name} must be true or false, got "${raw}"`);
     },
   } satisfies Setting<boolean>;
+}
+
+/** An Ed25519 private key, PKCS#8 DER in base64url; a bad value is reported without echoing the secret. */
+function ed25519Key(name: string, describe: string) {
+  return {
+    name,
+    default: undefined,
+    describe,
+    parse(raw: string): string {
+      let type: string | undefined;
+      try {
+        type = createPrivateKey({
+          key: Buffer.from(raw, "base64url"),
+          format: "der",
+          type: "pkcs8",
+        }).asymmetricKeyType;
+      } catch {
+        type = undefined;
+      }
+      if (type !== "ed25519" || !/^[A-Za-z0-9_-]+$/.test(raw)) {
+        throw new Error(`${name} must be an Ed25519 private key as PKCS#8 DER in base64url`);
+      }
+      return raw;
+    },
+  } satisfies Setting<string>;
+}
+
+/** A scheduler interval: 0 turns it off; otherwise at least a second (a tighter loop is a mistake). */
+function intervalOrOff(name: string, def: number, describe: string) {
+  const base = int(name, def, describe, 0);
+  return {
+    ...base,
+    parse(raw: string): number {
+      const value = base.parse(raw);
+      if (value !== 0 && value < 1000)
+        throw new Error(`${name} must be 0 (off) or at least 1000, got ${value}`);
+      return value;
+    },
+  } satisfies Setting<number>;
 }
 
 const HTTP = ["http:", "https:"];
@@ -227,6 +274,49 @@ export const SETTINGS = {
     "most listings of one seller in the featured lane",
     1,
     100,
+  ),
+  platformSigningKey: ed25519Key(
+    "PLATFORM_SIGNING_KEY",
+    "Ed25519 key that signs calls to sellers; unset → one key generated and kept in the database",
+  ),
+  healthProbeIntervalMs: intervalOrOff(
+    "HEALTH_PROBE_INTERVAL_MS",
+    300000,
+    "how often every active listing is probed (the probe-sweep scheduler); 0 disables it",
+  ),
+  healthProbeJitterMs: int(
+    "HEALTH_PROBE_JITTER_MS",
+    30000,
+    "each sweep spreads its probes over a random delay up to this",
+    0,
+  ),
+  healthProbeTimeoutMs: int(
+    "HEALTH_PROBE_TIMEOUT_MS",
+    5000,
+    "a probe not answered within this fails",
+    100,
+    30000,
+  ),
+  healthProbeFailuresToFail: int(
+    "HEALTH_PROBE_FAILURES_TO_FAIL",
+    3,
+    "consecutive failed probes that make verification_status failed",
+    1,
+    100,
+  ),
+  circuitFailureThreshold: int(
+    "CIRCUIT_FAILURE_THRESHOLD",
+    5,
+    "consecutive failed calls or probes that open a listing's circuit",
+    1,
+    1000,
+  ),
+  circuitCooldownMs: int(
+    "CIRCUIT_COOLDOWN_MS",
+    30000,
+    "how long an open circuit refuses calls before one trial call",
+    1,
+    24 * 3600 * 1000,
   ),
 } as const;
 

@@ -26,7 +26,15 @@ export const QUEUES = {
     payload: Type.Object({ subscription_id: id }, closed),
     jobOptions: DEFAULT_JOB_OPTIONS,
   },
-  "health-probes": { payload: Type.Object({ listing_id: id }, closed), jobOptions: DEFAULT_JOB_OPTIONS },
+  // One probe ({listing_id}) or the fan-out that enqueues them ({sweep: true}, from the probe-sweep
+  // scheduler): exactly one of the two (README "Health probes and the circuit breaker").
+  "health-probes": {
+    payload: Type.Object(
+      { listing_id: Type.Optional(id), sweep: Type.Optional(Type.Literal(true)) },
+      { ...closed, minProperties: 1, maxProperties: 1 },
+    ),
+    jobOptions: DEFAULT_JOB_OPTIONS,
+  },
   "settlement-confirmations": {
     payload: Type.Object({ evidence_id: id }, closed),
     jobOptions: DEFAULT_JOB_OPTIONS,

@@ -19,3 +19,17 @@ export function createRedis(role: "worker" | "producer"): Redis {
       : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2000 };
   return new Redis(redisUrl(), options);
 }
+
+let commands: Redis | undefined;
+
+/** One connection per process for plain commands (limits, circuit state); it queues while reconnecting. */
+export function commandRedis(): Redis {
+  if (!commands) commands = new Redis(redisUrl(), { maxRetriesPerRequest: 2 });
+  return commands;
+}
+
+export async function closeCommandRedis(): Promise<void> {
+  const current = commands;
+  commands = undefined;
+  current?.disconnect();
+}

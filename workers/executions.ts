@@ -1,6 +1,7 @@
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import {
+  type AttemptSnapshot,
   abandonExpiredAttempts,
   type CallTarget,
   claimRun,
@@ -10,7 +11,10 @@ import {
   recordSuccess,
 } from "../shared/db/invocations.js";
 import { db } from "../shared/db/knex.js";
+import { allowCall, recordCallOutcome } from "../shared/domain/circuit-breaker.js";
 import { isUuid } from "../shared/domain/ids.js";
+import { acquireCallSlot } from "../shared/domain/listing-limits.js";
+import { micros } from "../shared/domain/money.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -39,10 +43,15 @@ export class RunInProgress extends Error {
   }
 }
 
-type Failure = Extract<ProviderResult, { ok: false }>;
-
-async function fail(invocationId: string, code: string, message: string): Promise<ExecutionOutcome> {
-  const finished = await finishInvocation(db(), invocationId, { status: "failed", error: { code, message } });
+async function fail(invocationId: string, error: LastFailure): Promise<ExecutionOutcome> {
+  const finished = await finishInvocation(db(), invocationId, {
+    status: "failed",
+    error: {
+      code: error.code,
+      message: error.message,
+      ...(error.retryAfterSeconds ? { retry_after_seconds: error.retryAfterSeconds } : {}),
+    },
+  });
   return finished ? "failed" : "already_finished";
 }
 
@@ -66,11 +75,42 @@ async function startAttempt(invocationId: string, attemptNo: number, listing: Ca
   }
 }
 
+/** Provider calls made so far, per listing: abandoned and running attempts may have reached it. */
+function callsByListing(attempts: AttemptSnapshot[]): Map<string, number> {
+  const calls = new Map<string, number>();
+  for (const a of attempts) {
+    if (a.status !== "skipped") calls.set(a.listing_id, (calls.get(a.listing_id) ?? 0) + 1);
+  }
+  return calls;
+}
+
+/**
+ * The next candidate to call: the best-ranked one not called yet (fallback), else the best-ranked
+ * safe_to_retry one (retry). A listing that is not safe_to_retry is never called twice; one refused by a
+ * limit in this run, or retired since submission, is passed over.
+ */
+export function nextTarget(
+  candidates: CallTarget[],
+  calls: Map<string, number>,
+  passedOver: Set<string>,
+): CallTarget | undefined {
+  const usable = candidates.filter((c) => c.status === "active" && !passedOver.has(c.id));
+  return usable.find((c) => !calls.has(c.id)) ?? usable.find((c) => c.safe_to_retry);
+}
+
+interface LastFailure {
+  code: string;
+  message: string;
+  retryAfterSeconds?: number;
+}
+
 /**
  * Runs one invocation to its end: marks it running, waits out any attempt another run still has in
- * flight, closes attempts of dead workers as abandoned, calls the provider (up to MAX_ATTEMPTS calls
- * in all, and never a second one when the listing is not safe_to_retry), and records the attempt, the
- * outcome and the receipt in one transaction. Safe to run again, or twice at once, for the same id.
+ * flight, closes attempts of dead workers as abandoned, then calls candidates in rank order (fallback
+ * for execute; one listing for direct invoke) — at most MAX_ATTEMPTS calls, never a second call to a
+ * listing that is not safe_to_retry, and only within each listing's rate and concurrency limits. Success
+ * records the attempt, the outcome and the receipt (for the listing that served) in one statement. Safe
+ * to run again, or twice at once, for the same id.
  */
 export async function processExecution(payload: QueuePayload<"executions">): Promise<ExecutionOutcome> {
   const claim = await claimRun(db(), payload.invocation_id, {
@@ -78,43 +118,79 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
     marginMs: ATTEMPT_MARGIN_MS,
   });
   if (!claim) return "already_finished";
-  const { invocation, listing, attempts, firstAttempt } = claim;
-  if (!listing) return fail(invocation.id, "LISTING_NOT_FOUND", "the listing no longer exists");
+  const { invocation, candidates, attempts, firstAttempt } = claim;
+  if (candidates.length === 0)
+    return fail(invocation.id, { code: "LISTING_NOT_FOUND", message: "no candidate listing remains" });
   // No attempt existed, yet another run recorded attempt 1 in the same instant: its call is in flight.
   if (attempts.length === 0 && !firstAttempt) {
-    throw new RunInProgress(new Date(Date.now() + callTimeoutMs(listing) + ATTEMPT_MARGIN_MS));
+    throw new RunInProgress(new Date(Date.now() + callTimeoutMs(candidates[0]!) + ATTEMPT_MARGIN_MS));
   }
-
   const live = attempts.find((a) => a.live);
   if (live) throw new RunInProgress(live.deadline_at ?? new Date(Date.now() + ATTEMPT_MARGIN_MS));
   if (attempts.some((a) => a.status === "running")) await abandonExpiredAttempts(db(), invocation.id);
-  let attemptNo = attempts.length;
-  if (attemptNo > 0 && !listing.safe_to_retry) {
-    return fail(
-      invocation.id,
-      "PROVIDER_FAILED",
-      "a call was already made for this invocation and the provider is not safe to retry, so it is not called again",
-    );
-  }
 
-  let last: Failure | undefined;
-  while (attemptNo < MAX_ATTEMPTS) {
-    attemptNo += 1;
-    const attempt =
-      attemptNo === 1 && firstAttempt ? firstAttempt : await startAttempt(invocation.id, attemptNo, listing);
-    const result = await callProvider(listing, invocation, attemptNo);
+  const calls = callsByListing(attempts);
+  const passedOver = new Set<string>();
+  let callsMade = [...calls.values()].reduce((n, c) => n + c, 0);
+  let attemptNo = attempts.length;
+  let reserved = firstAttempt;
+  let last: LastFailure | undefined;
+  while (callsMade < MAX_ATTEMPTS) {
+    const target = reserved ? candidates[0]! : nextTarget(candidates, calls, passedOver);
+    if (!target) break;
+    const attempt = reserved ?? (await startAttempt(invocation.id, attemptNo + 1, target));
+    attemptNo = reserved ? 1 : attemptNo + 1;
+    reserved = null;
+    if (target.status !== "active") {
+      passedOver.add(target.id);
+      await skipAttempt(attempt.id, "LISTING_NOT_INVOCABLE", "not called: the listing was retired");
+      continue;
+    }
+    if (!(await allowCall(target.id))) {
+      passedOver.add(target.id);
+      last = {
+        code: "PROVIDER_UNAVAILABLE",
+        message: "not called: the listing's circuit is open after repeated failures",
+      };
+      await skipAttempt(attempt.id, "PROVIDER_UNAVAILABLE", last.message);
+      continue;
+    }
+    const slot = await acquireCallSlot(target, callTimeoutMs(target) + ATTEMPT_MARGIN_MS);
+    if (!slot.ok) {
+      passedOver.add(target.id);
+      last = {
+        code: "RATE_LIMITED",
+        message: `not called: the listing's ${slot.reason.replace("_", " ")} was reached`,
+        retryAfterSeconds: slot.retryAfterSeconds,
+      };
+      await skipAttempt(attempt.id, "RATE_LIMITED", last.message);
+      continue;
+    }
+    calls.set(target.id, (calls.get(target.id) ?? 0) + 1);
+    callsMade += 1;
+    let result: ProviderResult;
+    try {
+      result = await callProvider(target, invocation, attemptNo);
+    } finally {
+      await slot.release();
+    }
+    await recordCallOutcome(target.id, result.ok).catch((err) =>
+      logger().warn({ err, listing_id: target.id }, "circuit breaker not updated"),
+    );
     if (result.ok) {
       const receiptId = await recordSuccess(db(), {
         attemptId: attempt.id,
         invocationId: invocation.id,
+        listingId: target.id,
+        amountMicros: micros(target.price_micros),
         output: result.output,
         httpStatus: result.evidence.http_status,
         latencyMs: result.evidence.latency_ms,
-        evidence: { ...result.evidence },
+        evidence: { ...result.evidence, listing_id: target.id, provider_name: target.name },
       });
       return receiptId ? "succeeded" : "already_finished";
     }
-    last = result;
+    last = { code: result.code, message: result.message };
     const recorded = await finishAttempt(db(), attempt.id, {
       status: "failed",
       error_code: result.code,
@@ -122,14 +198,27 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
       http_status: result.httpStatus,
       latency_ms: result.latencyMs,
     });
-    if (!recorded || !listing.safe_to_retry) break;
-    await new Promise((resolve) => setTimeout(resolve, 100 * attemptNo));
+    if (!recorded) break;
+    await new Promise((resolve) => setTimeout(resolve, 50 * callsMade));
   }
   return fail(
     invocation.id,
-    last?.code ?? "PROVIDER_FAILED",
-    last?.message ?? `no attempts left (${MAX_ATTEMPTS} made)`,
+    last ?? {
+      code: "PROVIDER_FAILED",
+      message:
+        "no candidate may be called again: calls were already made and the providers are not safe to retry",
+    },
   );
+}
+
+async function skipAttempt(attemptId: string, code: string, message: string): Promise<void> {
+  await finishAttempt(db(), attemptId, {
+    status: "skipped",
+    error_code: code,
+    error_message: message,
+    http_status: null,
+    latency_ms: null,
+  });
 }
 
 const validatePayload = payloadValidator(QUEUES.executions.payload);
@@ -165,8 +254,8 @@ export function startExecutionsWorker(): Worker {
     logger().warn({ err, job_id: job.id, final }, "execution job failed");
     const invocationId = job.data?.invocation_id;
     if (final && typeof invocationId === "string" && isUuid(invocationId)) {
-      fail(invocationId, "INTERNAL_ERROR", "the execution could not be completed").catch((e) =>
-        logger().error({ err: e, job_id: job.id }, "could not mark invocation failed"),
+      fail(invocationId, { code: "INTERNAL_ERROR", message: "the execution could not be completed" }).catch(
+        (e) => logger().error({ err: e, job_id: job.id }, "could not mark invocation failed"),
       );
     }
   });

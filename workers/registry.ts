@@ -1,6 +1,7 @@
 import type { Worker } from "bullmq";
 import type { QueueName } from "../shared/queue-names.js";
 import { startExecutionsWorker } from "./executions.js";
+import { startHealthProbesWorker } from "./health-probes.js";
 import { startIdleWorker } from "./idle.js";
 
 /** Every registry queue maps to the function that starts its worker; the type refuses a missing one. */
@@ -8,7 +9,7 @@ export const WORKERS: Record<QueueName, () => Worker> = {
   executions: startExecutionsWorker,
   "verification-probes": () => startIdleWorker("verification-probes"),
   "monitoring-runs": () => startIdleWorker("monitoring-runs"),
-  "health-probes": () => startIdleWorker("health-probes"),
+  "health-probes": startHealthProbesWorker,
   "settlement-confirmations": () => startIdleWorker("settlement-confirmations"),
   payouts: () => startIdleWorker("payouts"),
 };

@@ -7,7 +7,9 @@ import type { AppContext } from "../route.js";
 export function renderError(ctx: AppContext, error: AppError): void {
   const { spec } = error;
   ctx.status = spec.status;
-  if (spec.retryAfterSeconds !== undefined) ctx.set("Retry-After", String(spec.retryAfterSeconds));
+  // An error that knows when to come back (a rate window's end) says so; else the table's default.
+  const retryAfter = error.details?.retry_after_seconds ?? spec.retryAfterSeconds;
+  if (typeof retryAfter === "number") ctx.set("Retry-After", String(retryAfter));
   ctx.body = {
     success: false,
     error: {

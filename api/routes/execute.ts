@@ -1,8 +1,14 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { getConfig } from "../../shared/config.js";
 import { TERMINAL } from "../../shared/db/invocations.js";
-import { awaitInvocation, submitExecution } from "../../shared/domain/executions.js";
+import {
+  awaitInvocation,
+  type Submission,
+  submitExecution,
+  submitInvoke,
+} from "../../shared/domain/executions.js";
 import { executeResult, invocationStatus, pendingResult } from "../../shared/domain/invocation-view.js";
+import { matchProviders } from "../../shared/domain/match.js";
 import { validationError } from "../../shared/errors.js";
 import {
   ExecuteBody,
@@ -10,6 +16,9 @@ import {
   ExecuteResult,
   IdempotencyKey,
   InvocationStatus,
+  InvokeBody,
+  MatchQuery,
+  MatchResult,
 } from "../../shared/schemas/execute.js";
 import { type AppContext, defineRoute, Reply } from "../route.js";
 import { compileValidator } from "../validation.js";
@@ -26,6 +35,15 @@ function idempotencyKey(ctx: AppContext, bodyKey: string | undefined): string | 
     ]);
   }
   return header ?? bodyKey;
+}
+
+/** The bounded wait, then 200 with the result, the error of a failed run, or 202 with the status URL. */
+async function answer(ctx: AppContext, submission: Submission) {
+  if (submission.replayed) ctx.set("Idempotent-Replayed", "true");
+  const invocation = await awaitInvocation(submission, getConfig().executeSyncWaitMs);
+  if (TERMINAL.includes(invocation.status)) return executeResult(invocation);
+  const pending = pendingResult(invocation);
+  return new Reply(202, pending, { Location: pending.status_url });
 }
 
 const StatusParams = Type.Object({ invocation_id: Type.String({ maxLength: 100 }) });
@@ -45,6 +63,7 @@ const submitRoute = defineRoute({
     "UNAUTHORIZED",
     "SCHEMA_VALIDATION_FAILED",
     "LISTING_NOT_FOUND",
+    "RATE_LIMITED",
     "TEMPORARILY_UNAVAILABLE",
     "IDEMPOTENCY_KEY_IN_USE",
     "IDEMPOTENCY_KEY_REUSED",
@@ -63,11 +82,7 @@ const submitRoute = defineRoute({
       },
       ctx.state.requestId,
     );
-    if (submission.replayed) ctx.set("Idempotent-Replayed", "true");
-    const invocation = await awaitInvocation(submission, getConfig().executeSyncWaitMs);
-    if (!TERMINAL.includes(invocation.status))
-      return new Reply(202, pendingResult(invocation), { Location: pendingResult(invocation).status_url });
-    return executeResult(invocation);
+    return answer(ctx, submission);
   },
 });
 
@@ -85,4 +100,60 @@ const statusRoute = defineRoute({
   },
 });
 
-export const executeRoutes = [submitRoute, statusRoute];
+const matchRoute = defineRoute({
+  method: "get",
+  path: "/api/execute/match",
+  tag: "routing",
+  summary: "Ranked eligible providers for a task, with the score components that ranked them",
+  auth: "key",
+  query: MatchQuery,
+  responses: { 200: MatchResult },
+  errors: ["UNAUTHORIZED", "SCHEMA_VALIDATION_FAILED"],
+  async handle(_ctx, { query }: { query: Static<typeof MatchQuery> }) {
+    return matchProviders(query.task, query.max_cost);
+  },
+});
+
+const InvokeParams = Type.Object({ listing_id: Type.String({ maxLength: 100 }) });
+
+const invokeRoute = defineRoute({
+  method: "post",
+  path: "/api/invoke/{listing_id}",
+  tag: "routing",
+  summary: "Invoke one listing directly: no fallback; same idempotency, limits and evidence as execute",
+  auth: "key",
+  params: InvokeParams,
+  body: InvokeBody,
+  responses: { 200: ExecuteResult, 202: ExecutePending },
+  errors: [
+    "UNAUTHORIZED",
+    "SCHEMA_VALIDATION_FAILED",
+    "LISTING_NOT_FOUND",
+    "LISTING_NOT_INVOCABLE",
+    "RATE_LIMITED",
+    "TEMPORARILY_UNAVAILABLE",
+    "IDEMPOTENCY_KEY_IN_USE",
+    "IDEMPOTENCY_KEY_REUSED",
+    "PROVIDER_FAILED",
+    "PROVIDER_UNAVAILABLE",
+    "TIMEOUT",
+  ],
+  async handle(
+    ctx,
+    { params, body }: { params: Static<typeof InvokeParams>; body: Static<typeof InvokeBody> },
+  ) {
+    const submission = await submitInvoke(
+      ctx.state.auth!,
+      params.listing_id,
+      {
+        input: body.input,
+        maxCostUsdc: body.max_cost,
+        idempotencyKey: idempotencyKey(ctx, body.idempotency_key),
+      },
+      ctx.state.requestId,
+    );
+    return answer(ctx, submission);
+  },
+});
+
+export const executeRoutes = [submitRoute, statusRoute, matchRoute, invokeRoute];

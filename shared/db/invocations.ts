@@ -6,6 +6,8 @@ export type InvocationStatus = "queued" | "running" | "succeeded" | "failed";
 export interface InvocationError {
   code: string;
   message: string;
+  /** For RATE_LIMITED: when the limit that refused the call frees up. */
+  retry_after_seconds?: number;
 }
 
 export interface InvocationRow {
@@ -19,6 +21,9 @@ export interface InvocationRow {
   max_cost_micros: string | null;
   price_micros: string;
   status: InvocationStatus;
+  candidate_ids: string[];
+  selection: Record<string, unknown> | null;
+  served_listing_id: string | null;
   output: unknown;
   error: InvocationError | null;
   created_at: Date;
@@ -31,7 +36,7 @@ export interface AttemptRow {
   invocation_id: string;
   attempt_no: number;
   listing_id: string;
-  status: "running" | "succeeded" | "failed" | "abandoned";
+  status: "running" | "succeeded" | "failed" | "abandoned" | "skipped";
   error_code: string | null;
   error_message: string | null;
   http_status: number | null;
@@ -46,7 +51,13 @@ export const TERMINAL: readonly InvocationStatus[] = ["succeeded", "failed"];
 export type NewInvocation = Pick<
   InvocationRow,
   "id" | "agent_id" | "api_key_id" | "listing_id" | "task" | "route" | "input"
-> & { max_cost_micros: bigint | null; price_micros: bigint };
+> & {
+  max_cost_micros: bigint | null;
+  price_micros: bigint;
+  /** Ranked fallback order (the chosen listing first); defaults to the listing alone. */
+  candidate_ids?: string[];
+  selection?: Record<string, unknown>;
+};
 
 /**
  * Inserts an invocation and its outbox row (job id = invocation id) in one statement: atomic without
@@ -63,6 +74,8 @@ export async function insertInvocationWithJob(
       input: JSON.stringify(row.input),
       max_cost_micros: row.max_cost_micros?.toString() ?? null,
       price_micros: row.price_micros.toString(),
+      candidate_ids: row.candidate_ids ?? [row.listing_id],
+      selection: row.selection ? JSON.stringify(row.selection) : null,
     })
     .returning("*")
     .toSQL();
@@ -78,7 +91,7 @@ export async function insertInvocationWithJob(
   return result.rows[0] as InvocationRow;
 }
 
-/** An invocation with what its execute answer shows: receipt, listing names, attempt facts. */
+/** An invocation with what its execute answer shows: receipt, the serving listing's names, attempt facts. */
 export interface InvocationSummary extends InvocationRow {
   receipt_id: string | null;
   receipt_amount_micros: string | null;
@@ -98,7 +111,7 @@ export async function findInvocationSummary(q: Db, id: string): Promise<Invocati
               where a.invocation_id = i.id and a.status = 'succeeded'
               order by a.attempt_no desc limit 1) as served_latency_ms
        from invocations i
-       left join listings l on l.id = i.listing_id
+       left join listings l on l.id = coalesce(i.served_listing_id, i.listing_id)
        left join receipts r on r.invocation_id = i.id
       where i.id = ?`,
     [id],
@@ -177,11 +190,23 @@ export async function finishAttempt(
   return count === 1;
 }
 
-/** The listing fields a provider call needs. */
-export type CallTarget = Pick<ListingRow, "id" | "endpoint_url" | "max_latency_ms" | "safe_to_retry">;
+/** What a provider call needs of a candidate listing. */
+export interface CallTarget {
+  id: string;
+  name: string;
+  status: ListingRow["status"];
+  endpoint_url: string;
+  max_latency_ms: number;
+  safe_to_retry: boolean;
+  rate_limit: number;
+  concurrency_limit: number;
+  price_micros: string;
+  output_schema: Record<string, unknown> | null;
+}
 
 export interface AttemptSnapshot {
   attempt_no: number;
+  listing_id: string;
   status: AttemptRow["status"];
   /** 'running' and inside its deadline: its call may still be in flight. */
   live: boolean;
@@ -190,18 +215,20 @@ export interface AttemptSnapshot {
 
 export interface RunClaim {
   invocation: InvocationRow;
-  listing: CallTarget | null;
+  /** The ranked candidates, in the order the router may call them (one for direct invoke). */
+  candidates: CallTarget[];
   /** Every attempt as it stood before this claim. */
   attempts: AttemptSnapshot[];
-  /** Attempt 1, when this claim found no attempts and recorded it (the common, first-run case). */
+  /** Attempt 1 (for the first candidate), when this claim found no attempts and recorded it. */
   firstAttempt: { id: string } | null;
 }
 
 /**
- * Starts (or resumes) a run in one round trip: queued|running → running, the listing to call, a
- * snapshot of every attempt taken at the same instant, and, when there were none, attempt 1 recorded
- * before any call (deadline = the call's timeout, capped at maxCallMs, plus marginMs). Undefined when the
- * invocation already ended. ON CONFLICT leaves attempt 1 to a concurrent run that took it first.
+ * Starts (or resumes) a run in one round trip: queued|running → running, the candidates to call (in
+ * rank order), a snapshot of every attempt taken at the same instant, and, when there were none,
+ * attempt 1 for the first candidate recorded before any call (deadline = its call timeout, capped at
+ * maxCallMs, plus marginMs). Undefined when the invocation already ended. ON CONFLICT leaves attempt 1
+ * to a concurrent run that took it first.
  */
 export async function claimRun(
   q: Db,
@@ -215,46 +242,39 @@ export async function claimRun(
        returning *
      ), snap as (
        select coalesce(json_agg(json_build_object(
-                'attempt_no', a.attempt_no, 'status', a.status, 'deadline_at', a.deadline_at,
+                'attempt_no', a.attempt_no, 'listing_id', a.listing_id, 'status', a.status,
+                'deadline_at', a.deadline_at,
                 'live', a.status = 'running' and coalesce(a.deadline_at > now(), false))
               order by a.attempt_no), '[]'::json) as attempts, count(*) as n
          from invocation_attempts a where a.invocation_id = ?
+     ), cands as (
+       select coalesce(json_agg(json_build_object(
+                'id', l.id, 'name', l.name, 'status', l.status, 'endpoint_url', l.endpoint_url,
+                'max_latency_ms', l.max_latency_ms, 'safe_to_retry', l.safe_to_retry, 'rate_limit', l.rate_limit,
+                'concurrency_limit', l.concurrency_limit, 'price_micros', l.price_micros::text,
+                'output_schema', l.output_schema)
+              order by c.ord), '[]'::json) as list
+         from inv cross join lateral unnest(inv.candidate_ids) with ordinality as c(id, ord)
+         join listings l on l.id = c.id
      ), first as (
        insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
        select inv.id, 1, l.id, now() + make_interval(secs => (least(l.max_latency_ms, ?) + ?) / 1000.0)
-         from inv join listings l on l.id = inv.listing_id, snap
+         from inv join listings l on l.id = inv.candidate_ids[1], snap
         where snap.n = 0
        on conflict (invocation_id, attempt_no) do nothing
        returning id
      )
-     select inv.*,
-            l.id as call_listing_id, l.endpoint_url as call_endpoint_url,
-            l.max_latency_ms as call_max_latency_ms, l.safe_to_retry as call_safe_to_retry,
-            snap.attempts as attempt_snapshot, (select id from first) as first_attempt_id
-       from inv cross join snap left join listings l on l.id = inv.listing_id`,
+     select inv.*, snap.attempts as attempt_snapshot, cands.list as candidate_list,
+            (select id from first) as first_attempt_id
+       from inv cross join snap cross join cands`,
     [invocationId, invocationId, timing.maxCallMs, timing.marginMs],
   );
   const row = result.rows[0];
   if (!row) return undefined;
-  const {
-    call_listing_id,
-    call_endpoint_url,
-    call_max_latency_ms,
-    call_safe_to_retry,
-    attempt_snapshot,
-    first_attempt_id,
-    ...invocation
-  } = row;
+  const { attempt_snapshot, candidate_list, first_attempt_id, ...invocation } = row;
   return {
     invocation: invocation as InvocationRow,
-    listing: call_listing_id
-      ? {
-          id: call_listing_id,
-          endpoint_url: call_endpoint_url,
-          max_latency_ms: call_max_latency_ms,
-          safe_to_retry: call_safe_to_retry,
-        }
-      : null,
+    candidates: candidate_list as CallTarget[],
     attempts: (
       attempt_snapshot as (Omit<AttemptSnapshot, "deadline_at"> & { deadline_at: string | null })[]
     ).map((a) => ({ ...a, deadline_at: a.deadline_at ? new Date(a.deadline_at) : null })),
@@ -265,6 +285,9 @@ export async function claimRun(
 export interface SuccessRecord {
   attemptId: string;
   invocationId: string;
+  /** The candidate that served, and its price: what the receipt charges. */
+  listingId: string;
+  amountMicros: bigint;
   output: unknown;
   httpStatus: number;
   latencyMs: number;
@@ -284,16 +307,17 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | n
         where id = ? and status = 'running'
        returning id
      ), inv as (
-       update invocations set status = 'succeeded', output = ?::jsonb, completed_at = now()
+       update invocations
+          set status = 'succeeded', output = ?::jsonb, completed_at = now(), served_listing_id = ?
         where id = ? and status in ('queued', 'running') and exists (select 1 from att)
-       returning id, agent_id, listing_id, price_micros
+       returning id, agent_id
      ), rec as (
        insert into receipts (invocation_id, agent_id, listing_id, amount_micros, provider_evidence)
-       select id, agent_id, listing_id, price_micros, ?::jsonb from inv
+       select id, agent_id, ?, ?, ?::jsonb from inv
        returning id
      ), proof as (
        update listings set last_success_at = now()
-        where id = (select listing_id from inv)
+        where id = ? and exists (select 1 from inv)
           and (last_success_at is null or last_success_at < now() - interval '1 minute')
      )
      select (select id from rec) as receipt_id`,
@@ -302,8 +326,12 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | n
       s.latencyMs,
       s.attemptId,
       JSON.stringify(s.output ?? null),
+      s.listingId,
       s.invocationId,
+      s.listingId,
+      s.amountMicros.toString(),
       JSON.stringify(s.evidence),
+      s.listingId,
     ],
   );
   return (result.rows[0]?.receipt_id as string | null) ?? null;

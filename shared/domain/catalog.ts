@@ -1,5 +1,6 @@
 import type { Static } from "@sinclair/typebox";
 import { getConfig } from "../config.js";
+import { readHealthFacts } from "../db/health-probes.js";
 import { db } from "../db/knex.js";
 import { readListingStats } from "../db/listing-stats.js";
 import { findListing, type Lane, type ListingRow, searchListings } from "../db/listings.js";
@@ -17,11 +18,15 @@ const LANES: Record<Lane, string> = {
   registry: "every active approved listing that is not marked failed",
 };
 
-/** Gathers the facts for a page of listings in three batched queries and builds their records. */
+/** Gathers the facts for a page of listings in a few batched queries and builds their records. */
 export async function listingRecords(rows: ListingRow[]) {
   const ids = rows.map((r) => r.id);
   const sellerIds = [...new Set(rows.map((r) => r.seller_id).filter((id): id is string => id !== null))];
-  const [stats, sellers] = await Promise.all([readListingStats(db(), ids), readSellers(db(), sellerIds)]);
+  const [stats, sellers, health] = await Promise.all([
+    readListingStats(db(), ids),
+    readSellers(db(), sellerIds),
+    readHealthFacts(db(), ids),
+  ]);
   const { platformId, publicBaseUrl, idempotencyRetentionHours } = getConfig();
   const gate = paidGate();
   const now = new Date();
@@ -31,7 +36,7 @@ export async function listingRecords(rows: ListingRow[]) {
         listing,
         seller: listing.seller_id ? (sellers.get(listing.seller_id) ?? null) : null,
         stats: stats.get(listing.id)!,
-        health: NO_HEALTH,
+        health: health.get(listing.id) ?? NO_HEALTH,
         reviews: NO_REVIEWS,
         paidGate: gate,
         platformId,

@@ -11,19 +11,31 @@ import {
   type NewInvocation,
 } from "../db/invocations.js";
 import { db } from "../db/knex.js";
-import { findActiveByTaskAlias, type ListingRow } from "../db/listings.js";
+import { findListing, type ListingRow } from "../db/listings.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import { logger } from "../log.js";
 import { enqueue, getQueueEvents } from "../queues.js";
 import type { Principal } from "./auth.js";
 import { paidGate } from "./availability.js";
+import { openCircuits } from "./circuits.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
-import { validateListingInput } from "./json-schema.js";
+import { isUuid } from "./ids.js";
+import { inputMatches, validateListingInput } from "./json-schema.js";
 import { formatUsdc, micros, parseUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
+import { type Candidate, candidateView, type Ranking, rankCandidates } from "./router.js";
+
+/** The router keeps at most this many candidates per invocation (the chosen one and its fallbacks). */
+export const MAX_CANDIDATES = 3;
 
 export interface ExecuteRequest {
   task: string;
+  input: Record<string, unknown>;
+  maxCostUsdc?: number;
+  idempotencyKey?: string;
+}
+
+export interface InvokeRequest {
   input: Record<string, unknown>;
   maxCostUsdc?: number;
   idempotencyKey?: string;
@@ -39,70 +51,166 @@ class KeyAlreadyClaimed extends Error {
   }
 }
 
-function chooseListing(candidates: ListingRow[], task: string, maxCostMicros: bigint | null): ListingRow {
-  if (candidates.length === 0) {
-    throw new AppError("LISTING_NOT_FOUND", `no active listing answers to task "${task}"`, {
-      task,
-      hint: "call GET /api/execute/match or use task 'echo' for the free check",
-    });
-  }
-  const affordable = candidates.filter(
-    (l) => maxCostMicros === null || micros(l.price_micros) <= maxCostMicros,
-  );
-  if (affordable.length === 0) {
-    throw new AppError("LISTING_NOT_FOUND", `no listing for task "${task}" is within max_cost`, {
-      task,
-      max_cost_usdc: formatUsdc(maxCostMicros ?? 0n),
-      cheapest_usdc: formatUsdc(
-        micros(candidates.map((l) => l.price_micros).sort((a, b) => Number(BigInt(a) - BigInt(b)))[0]!),
-      ),
-    });
-  }
-  const chosen = affordable[0]!;
-  // The gate is read afresh: paid work is refused before any effect while it is closed.
+function maxCost(usdc: number | undefined, path: string): bigint | null {
+  return usdc === undefined ? null : parseUsdc(usdc, path);
+}
+
+/** No eligible candidate: 503 when the gate is what stands in the way, else 404 with the reasons. */
+function noCandidate(task: string, ranking: Ranking): AppError {
   const gate = paidGate();
-  if (micros(chosen.price_micros) > 0n && !gate.enabled) {
-    throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
+  if (ranking.excluded.some((e) => e.reason === "paid_execution_unavailable") && !gate.enabled) {
+    return paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
   }
-  return chosen;
+  return new AppError("LISTING_NOT_FOUND", `no eligible listing answers to task "${task}"`, {
+    task,
+    excluded: ranking.excluded.map((e) => ({ listing_id: e.listing.id, reason: e.reason })),
+    hint: "call GET /api/execute/match to see candidates, or use task 'echo' for the free check",
+  });
 }
 
 /**
- * Accepts an execute request: picks the listing for the task, validates the input against its schema,
- * then commits the invocation, the idempotency claim and the outbox row in one transaction and
- * enqueues after commit. A key seen before replays (or 409/422) instead of creating anything.
+ * Accepts an execute request: ranks the listings answering to the task, validates the input against
+ * the top one's schema, keeps up to MAX_CANDIDATES-1 fallbacks whose schemas also accept it, and
+ * creates the invocation (see createInvocation).
  */
 export async function submitExecution(
   principal: Principal,
   req: ExecuteRequest,
   requestId: string,
 ): Promise<Submission> {
-  const config = getConfig();
-  const maxCostMicros =
-    req.maxCostUsdc === undefined ? null : parseUsdc(req.maxCostUsdc, "/constraints/max_cost");
-  const listing = chooseListing(await findActiveByTaskAlias(db(), req.task), req.task, maxCostMicros);
-  validateListingInput(listing, req.input);
+  const maxCostMicros = maxCost(req.maxCostUsdc, "/constraints/max_cost");
+  const ranking = await rankCandidates(req.task, maxCostMicros, paidGate(), openCircuits);
+  const chosen = ranking.eligible[0];
+  if (!chosen) throw noCandidate(req.task, ranking);
+  validateListingInput(chosen.listing, req.input);
+  const fallbacks = ranking.eligible
+    .slice(1)
+    .filter((c) => inputMatches(c.listing, req.input))
+    .slice(0, MAX_CANDIDATES - 1);
+  const candidates: Candidate[] = [chosen, ...fallbacks];
+  return createInvocation(
+    principal,
+    {
+      route: "execute",
+      task: req.task,
+      input: req.input,
+      listing: chosen.listing,
+      candidateIds: candidates.map((c) => c.listing.id),
+      selection: {
+        strategy: "ranked_with_fallback",
+        reason: "highest score among eligible listings for the task (README: Routing)",
+        candidates: candidates.map((c, i) => candidateView(c, i + 1)),
+        excluded: ranking.excluded.map((e) => ({ listing_id: e.listing.id, reason: e.reason })),
+      },
+      maxCostMicros,
+      idempotencyKey: req.idempotencyKey,
+      operation: "POST /api/execute",
+      fingerprintPayload: { task: req.task, input: req.input, max_cost: req.maxCostUsdc ?? null },
+    },
+    requestId,
+  );
+}
 
+/** Why a listing cannot be invoked directly, or null when it can. */
+function notInvocable(listing: ListingRow): string | null {
+  if (listing.status !== "active") return "listing_retired";
+  if (listing.review_status !== "approved") return "listing_not_approved";
+  if (listing.verification_status === "failed") return "verification_failed";
+  return null;
+}
+
+/**
+ * Accepts a direct invoke: locked to one listing, never falling back (retries of the same listing only
+ * when it is safe_to_retry). Unknown → 404, not invocable → 422, paid while the gate is closed → 503.
+ */
+export async function submitInvoke(
+  principal: Principal,
+  listingId: string,
+  req: InvokeRequest,
+  requestId: string,
+): Promise<Submission> {
+  const listing = isUuid(listingId) ? await findListing(db(), listingId) : undefined;
+  if (!listing) {
+    throw new AppError("LISTING_NOT_FOUND", "no listing with this id", {
+      listing_id: listingId,
+      hint: "GET /api/capabilities",
+    });
+  }
+  const blocked = notInvocable(listing);
+  if (blocked)
+    throw new AppError("LISTING_NOT_INVOCABLE", `this listing cannot be invoked: ${blocked}`, {
+      reason: blocked,
+    });
+  const maxCostMicros = maxCost(req.maxCostUsdc, "/max_cost");
+  const price = micros(listing.price_micros);
+  if (maxCostMicros !== null && price > maxCostMicros) {
+    throw new AppError("LISTING_NOT_INVOCABLE", "the listing's price is above max_cost", {
+      reason: "over_max_cost",
+      price_usdc: formatUsdc(price),
+      max_cost_usdc: formatUsdc(maxCostMicros),
+    });
+  }
+  const gate = paidGate();
+  if (price > 0n && !gate.enabled) throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
+  validateListingInput(listing, req.input);
+  return createInvocation(
+    principal,
+    {
+      route: "invoke",
+      task: listing.slug,
+      input: req.input,
+      listing,
+      candidateIds: [listing.id],
+      selection: {
+        strategy: "direct_invoke",
+        reason: "locked to the requested listing; no fallback",
+        candidates: [],
+      },
+      maxCostMicros,
+      idempotencyKey: req.idempotencyKey,
+      operation: `POST /api/invoke/${listing.id}`,
+      fingerprintPayload: { input: req.input, max_cost: req.maxCostUsdc ?? null },
+    },
+    requestId,
+  );
+}
+
+interface NewWork {
+  route: "execute" | "invoke";
+  task: string;
+  input: Record<string, unknown>;
+  listing: ListingRow;
+  candidateIds: string[];
+  selection: Record<string, unknown>;
+  maxCostMicros: bigint | null;
+  idempotencyKey: string | undefined;
+  operation: string;
+  fingerprintPayload: unknown;
+}
+
+/**
+ * Commits the invocation and its outbox row (and the idempotency claim, in one transaction when a key
+ * is given), then enqueues after commit. A key seen before replays (or 409/422) instead.
+ */
+async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
   const invocationId = randomUUID();
-  const print = fingerprint("POST /api/execute", {
-    task: req.task,
-    input: req.input,
-    max_cost: req.maxCostUsdc ?? null,
-  });
+  const print = fingerprint(work.operation, work.fingerprintPayload);
+  const row: NewInvocation = {
+    id: invocationId,
+    agent_id: principal.agentId,
+    api_key_id: principal.apiKeyId,
+    listing_id: work.listing.id,
+    task: work.task,
+    route: work.route,
+    input: work.input,
+    max_cost_micros: work.maxCostMicros,
+    price_micros: micros(work.listing.price_micros),
+    candidate_ids: work.candidateIds,
+    selection: work.selection,
+  };
+  const key = work.idempotencyKey;
   let invocation: InvocationRow;
   try {
-    const row: NewInvocation = {
-      id: invocationId,
-      agent_id: principal.agentId,
-      api_key_id: principal.apiKeyId,
-      listing_id: listing.id,
-      task: req.task,
-      route: "execute",
-      input: req.input,
-      max_cost_micros: maxCostMicros,
-      price_micros: micros(listing.price_micros),
-    };
-    const key = req.idempotencyKey;
     invocation = key
       ? await db().transaction(async (trx) => {
           const inserted = await insertInvocationWithJob(trx, row, "executions");
@@ -110,7 +218,7 @@ export async function submitExecution(
           const claim = await claimIdempotencyKey(
             trx,
             { agent_id: principal.agentId, key, fingerprint: print, invocation_id: invocationId },
-            config.idempotencyRetentionHours,
+            getConfig().idempotencyRetentionHours,
           );
           if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
           return inserted;
@@ -135,7 +243,6 @@ export async function submitExecution(
   return { replayed: false, invocation, job };
 }
 
-/** Waits up to waitMs for the job, then reads the invocation's state from PostgreSQL (the authority). */
 export async function awaitInvocation(submission: Submission, waitMs: number): Promise<InvocationSummary> {
   if (!submission.replayed && submission.job && waitMs > 0) {
     try {

@@ -65,6 +65,9 @@ export function executeResult(invocation: InvocationSummary) {
       invocation.error?.message ?? "the invocation failed",
       {
         invocation_id: invocation.id,
+        ...(invocation.error?.retry_after_seconds
+          ? { retry_after_seconds: invocation.error.retry_after_seconds }
+          : {}),
         ...links(invocation.id, null),
       },
     );
@@ -76,11 +79,12 @@ export function executeResult(invocation: InvocationSummary) {
     status: invocation.status,
     receipt_id: invocation.receipt_id,
     provider: {
-      listing_id: invocation.listing_id,
+      listing_id: invocation.served_listing_id ?? invocation.listing_id,
       name: invocation.listing_name,
       slug: invocation.listing_slug,
-      selection_reason: "only_or_first_active_listing_for_task_alias",
+      selection_reason: selectionReason(invocation),
     },
+    selection: invocation.selection,
     cost: cost(invocation, invocation.receipt_amount_micros),
     metering: {
       attempts: invocation.attempt_count,
@@ -91,6 +95,15 @@ export function executeResult(invocation: InvocationSummary) {
     },
     ...links(invocation.id, invocation.receipt_id),
   };
+}
+
+/** Why the serving provider was the one: the router's first choice, a fallback, or a direct invoke. */
+function selectionReason(invocation: InvocationRow): string {
+  if (invocation.route === "invoke") return "direct_invoke_locked_to_listing";
+  const served = invocation.served_listing_id ?? invocation.listing_id;
+  return served === invocation.listing_id
+    ? "top_ranked_candidate"
+    : "fallback_after_higher_ranked_candidate_failed";
 }
 
 /** The 202 body for work that is still queued or running. */

@@ -25,7 +25,7 @@ export interface ListingStats {
   last_paid_success_at: Date | null;
 }
 
-/** Health probes arrive with the router issue; until then every count is 0 and statuses are null. */
+/** From health probes (readHealthFacts): 7/30-day counts over UTC days, today included; latest probe. */
 export interface HealthFacts {
   probe_count_7d: number;
   probe_success_7d: number;

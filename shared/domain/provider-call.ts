@@ -3,6 +3,8 @@ import { getConfig } from "../config.js";
 import type { CallTarget, InvocationRow } from "../db/invocations.js";
 import type { ErrorCode } from "../errors.js";
 import { FetchFailure, safeFetch } from "../net/safe-fetch.js";
+import { outputSchemaViolations } from "./json-schema.js";
+import { activeSigningKey, signMessage } from "./request-signing.js";
 
 /** The longest any provider call may take, whatever a listing declares (spec: max_latency_ms 30000). */
 export const MAX_PROVIDER_LATENCY_MS = 30_000;
@@ -42,10 +44,16 @@ function failure(
   return { ok: false, code, message, httpStatus, latencyMs };
 }
 
+/** webhook-id of one attempt: stable for that attempt, distinct across attempts (their bodies differ). */
+export function messageId(invocationId: string, attemptNo: number): string {
+  return `${invocationId}.${attemptNo}`;
+}
+
 /**
- * The invocation protocol (README "Calling a seller"): POST JSON {invocation_id, listing_id, attempt,
- * input} with Idempotency-Key = invocation id. A 2xx JSON answer of {success: true, output} yields
- * output; any other JSON value is the output itself; success:false, non-JSON, 429/503 and other
+ * The invocation protocol (README "Calling a provider"): POST JSON {invocation_id, listing_id, attempt,
+ * input} with Idempotency-Key = invocation id, signed Standard Webhooks style with the platform key.
+ * A 2xx JSON answer of {success: true, output} yields output; any other JSON value is the output
+ * itself; output that breaks the listing's output_schema, success:false, non-JSON, 429/503 and other
  * statuses are failures classified for retry and fallback.
  */
 export async function callProvider(
@@ -55,6 +63,13 @@ export async function callProvider(
 ): Promise<ProviderResult> {
   const config = getConfig();
   const url = resolveEndpoint(listing.endpoint_url);
+  const body = JSON.stringify({
+    invocation_id: invocation.id,
+    listing_id: listing.id,
+    attempt: attemptNo,
+    input: invocation.input,
+  });
+  const key = await activeSigningKey();
   let response: Awaited<ReturnType<typeof safeFetch>>;
   try {
     response = await safeFetch(url, {
@@ -66,20 +81,21 @@ export async function callProvider(
         "idempotency-key": invocation.id,
         "x-invocation-id": invocation.id,
         "x-listing-id": listing.id,
+        ...signMessage(key, messageId(invocation.id, attemptNo), body),
       },
-      body: JSON.stringify({
-        invocation_id: invocation.id,
-        listing_id: listing.id,
-        attempt: attemptNo,
-        input: invocation.input,
-      }),
+      body,
       timeoutMs: Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS),
       maxBytes: config.providerResponseMaxBytes,
+      // First-party listings store a path on the platform's own origin: that call is exempt from the
+      // public-address rule (and only that origin; safe-fetch checks it).
+      trusted: listing.endpoint_url.startsWith("/"),
     });
   } catch (error) {
     if (!(error instanceof FetchFailure)) throw error;
     if (error.kind === "timeout") return failure("TIMEOUT", error.message);
     if (error.kind === "connect") return failure("PROVIDER_UNAVAILABLE", error.message);
+    if (error.kind === "blocked")
+      return failure("PROVIDER_FAILED", `the endpoint is not callable: ${error.message}`);
     return failure("PROVIDER_FAILED", error.message);
   }
 
@@ -100,6 +116,16 @@ export async function callProvider(
       return failure("PROVIDER_FAILED", "provider reported success: false", status, latencyMs);
     }
     output = (parsed as { output: unknown }).output;
+  }
+  if (listing.output_schema) {
+    const violations = outputSchemaViolations(
+      { id: listing.id, output_schema: listing.output_schema },
+      output,
+    );
+    if (violations) {
+      const message = `provider output does not match the listing's output_schema: ${violations.join("; ")}`;
+      return failure("PROVIDER_FAILED", message, status, latencyMs);
+    }
   }
   return {
     ok: true,

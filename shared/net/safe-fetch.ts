@@ -1,14 +1,15 @@
-import { Agent, request } from "undici";
+import { type Dispatcher, request } from "undici";
+import { getConfig } from "../config.js";
+import { createDispatchers, type Dispatchers } from "./guarded-agent.js";
+import { checkUrlRules, type ResolveAll, systemResolveAll, UnsafeEndpoint } from "./url-policy.js";
 
 /**
- * The one outbound HTTP boundary (DESIGN §7). Every provider call goes through here: time is capped,
- * the response size is capped, redirects are never followed, connections are pooled.
- *
- * Not yet here (the router issue): DNS resolution checked inside the connect lookup, the blocked
- * address ranges, per-hop redirect checks and the test allowlist. Until then only first-party
- * listings (created by migrations) are callable, so no user-supplied URL reaches this module.
+ * The one outbound HTTP boundary (DESIGN §7). Every outbound call goes through here: each hop's URL is
+ * checked by url-policy before the request, names are checked again inside the connect lookup (no
+ * DNS-rebinding gap), redirects are followed by hand and only when asked, time covers every hop, the
+ * response size is capped and connections are pooled.
  */
-export type FetchFailureKind = "timeout" | "connect" | "too_large" | "redirect" | "network";
+export type FetchFailureKind = "timeout" | "connect" | "too_large" | "redirect" | "network" | "blocked";
 
 export class FetchFailure extends Error {
   constructor(
@@ -24,8 +25,13 @@ export interface SafeFetchOptions {
   method: "GET" | "POST";
   headers: Record<string, string>;
   body?: string;
+  /** Budget for the whole call: every redirect hop and the body. */
   timeoutMs: number;
   maxBytes: number;
+  /** The call goes to the platform's own first-party origin: that origin skips the address rules. */
+  trusted?: boolean;
+  /** Redirects to follow, each re-checked; default 0 (a redirect is a failure), at most 5. */
+  maxRedirects?: number;
 }
 
 export interface SafeFetchResponse {
@@ -35,7 +41,12 @@ export interface SafeFetchResponse {
   latencyMs: number;
 }
 
-const dispatcher = new Agent({ connections: 256, keepAliveTimeout: 10_000, connect: { timeout: 5_000 } });
+export type SafeFetch = (url: string, options: SafeFetchOptions) => Promise<SafeFetchResponse>;
+
+export const REDIRECT_CAP = 5;
+const FOLLOWED = new Set([301, 302, 303, 307, 308]);
+// Sent only to the origin the caller addressed; a redirect elsewhere must not carry them.
+const ORIGIN_BOUND_HEADERS = new Set(["authorization", "cookie", "proxy-authorization"]);
 
 const CONNECT_CODES = new Set([
   "ECONNREFUSED",
@@ -48,8 +59,9 @@ const CONNECT_CODES = new Set([
   "UND_ERR_SOCKET",
 ]);
 
-function classify(error: unknown, signal: AbortSignal): FetchFailure {
+function classify(error: unknown, signal: AbortSignal, url: string): FetchFailure {
   if (error instanceof FetchFailure) return error;
+  if (error instanceof UnsafeEndpoint) return new FetchFailure("blocked", `refused ${url}: ${error.message}`);
   if (signal.aborted) return new FetchFailure("timeout", "the endpoint did not answer in time");
   const code = (error as { code?: string }).code ?? (error as { cause?: { code?: string } }).cause?.code;
   if (code && CONNECT_CODES.has(code))
@@ -57,45 +69,154 @@ function classify(error: unknown, signal: AbortSignal): FetchFailure {
   return new FetchFailure("network", `request failed: ${(error as Error).message}`);
 }
 
-export async function safeFetch(url: string, options: SafeFetchOptions): Promise<SafeFetchResponse> {
-  const signal = AbortSignal.timeout(options.timeoutMs);
-  const started = performance.now();
+/** True when url has the origin of FIRST_PARTY_BASE_URL, the platform's own providers. */
+export function isFirstPartyUrl(url: string | URL): boolean {
   try {
-    const response = await request(url, {
-      method: options.method,
-      headers: options.headers,
-      body: options.body,
+    return new URL(url).origin === new URL(getConfig().firstPartyBaseUrl).origin;
+  } catch {
+    return false;
+  }
+}
+
+interface Hop {
+  url: URL;
+  method: "GET" | "POST";
+  headers: Record<string, string>;
+  body: string | undefined;
+}
+
+/** The next hop of a redirect, or a "redirect" failure when it may not be followed. */
+function nextHop(hop: Hop, status: number, location: unknown, followed: number, max: number): Hop {
+  if (followed >= max) {
+    const why = max === 0 ? "redirects are not followed" : `more than ${max} redirects`;
+    throw new FetchFailure("redirect", `the endpoint redirected (HTTP ${status}); ${why}`);
+  }
+  if (!FOLLOWED.has(status) || typeof location !== "string") {
+    throw new FetchFailure("redirect", `the endpoint redirected (HTTP ${status}) without a usable Location`);
+  }
+  let url: URL;
+  try {
+    url = new URL(location, hop.url);
+  } catch {
+    throw new FetchFailure("redirect", `the endpoint redirected to an invalid URL (${location})`);
+  }
+  const headers = { ...hop.headers };
+  if (url.origin !== hop.url.origin) {
+    for (const name of Object.keys(headers))
+      if (ORIGIN_BOUND_HEADERS.has(name.toLowerCase())) delete headers[name];
+  }
+  // 307/308 promise the same request again; 301/302/303 mean "GET the result from there" (RFC 9110 §15.4).
+  if (status === 307 || status === 308) return { url, method: hop.method, headers, body: hop.body };
+  for (const name of Object.keys(headers)) if (/^content-/i.test(name)) delete headers[name];
+  return { url, method: "GET", headers, body: undefined };
+}
+
+type Body = Dispatcher.ResponseData["body"];
+
+// A body destroyed before it is read emits "aborted" with no one listening; nobody needs that error.
+function discard(body: Body): void {
+  body.on("error", () => {});
+  body.destroy();
+}
+
+async function readCapped(body: Body, maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) {
+      discard(body);
+      throw new FetchFailure("too_large", `the response is over ${maxBytes} bytes`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+async function run(
+  dispatchers: Dispatchers,
+  first: string,
+  options: SafeFetchOptions,
+  signal: AbortSignal,
+  progress: { url: string },
+): Promise<SafeFetchResponse> {
+  const started = performance.now();
+  const max = Math.max(0, Math.min(options.maxRedirects ?? 0, REDIRECT_CAP));
+  let target: string | URL = first;
+  let { method, headers, body } = options;
+  for (let followed = 0; ; followed++) {
+    progress.url = String(target);
+    // trusted widens the rules for the first-party origin only, never for where it redirects to.
+    const verdict = checkUrlRules(target, { exempt: options.trusted === true && isFirstPartyUrl(target) });
+    const response = await request(verdict.url, {
+      method,
+      headers,
+      body,
       signal,
-      dispatcher,
+      dispatcher: verdict.exempt ? dispatchers.exempt : dispatchers.guarded,
     });
     if (response.statusCode >= 300 && response.statusCode < 400) {
-      response.body.destroy();
-      throw new FetchFailure(
-        "redirect",
-        `the endpoint redirected (HTTP ${response.statusCode}); redirects are not followed`,
-      );
+      // Drain (up to undici's small limit) so the connection can be reused, then decide.
+      await response.body.dump().catch(() => {});
+      const hop = { url: verdict.url, method, headers, body };
+      ({
+        url: target,
+        method,
+        headers,
+        body,
+      } = nextHop(hop, response.statusCode, response.headers.location, followed, max));
+      continue;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of response.body) {
-      size += (chunk as Buffer).length;
-      if (size > options.maxBytes) {
-        response.body.destroy();
-        throw new FetchFailure("too_large", `the response is over ${options.maxBytes} bytes`);
-      }
-      chunks.push(chunk as Buffer);
+    const declared = Number(response.headers["content-length"]);
+    if (declared > options.maxBytes) {
+      discard(response.body);
+      throw new FetchFailure("too_large", `the response is over ${options.maxBytes} bytes`);
     }
     return {
       status: response.statusCode,
       headers: response.headers,
-      body: Buffer.concat(chunks),
+      body: await readCapped(response.body, options.maxBytes),
       latencyMs: Math.round(performance.now() - started),
     };
-  } catch (error) {
-    throw classify(error, signal);
   }
 }
 
+export interface SafeFetchInstance {
+  safeFetch: SafeFetch;
+  close(): Promise<void>;
+}
+
+/** A safe fetch with its own connection pools; tests pass a resolver so no real DNS is ever asked. */
+export function createSafeFetch(deps: { resolveAll?: ResolveAll } = {}): SafeFetchInstance {
+  const dispatchers = createDispatchers(deps.resolveAll ?? systemResolveAll);
+  return {
+    async safeFetch(url, options) {
+      const signal = AbortSignal.timeout(options.timeoutMs);
+      const progress = { url };
+      try {
+        return await run(dispatchers, url, options, signal, progress);
+      } catch (error) {
+        throw classify(error, signal, progress.url);
+      }
+    },
+    async close() {
+      await Promise.all([dispatchers.guarded.close(), dispatchers.exempt.close()]);
+    },
+  };
+}
+
+// Created on first use and again after close, so a process (or test) that closes and restarts works.
+let shared: SafeFetchInstance | undefined;
+
+/** Calls url under the outbound policy; fails with FetchFailure (kind says why). */
+export async function safeFetch(url: string, options: SafeFetchOptions): Promise<SafeFetchResponse> {
+  shared ??= createSafeFetch();
+  return shared.safeFetch(url, options);
+}
+
+/** Closes the shared connection pools (process shutdown). */
 export async function closeSafeFetch(): Promise<void> {
-  await dispatcher.close();
+  const closing = shared;
+  shared = undefined;
+  await closing?.close();
 }

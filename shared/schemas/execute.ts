@@ -43,6 +43,7 @@ export const ExecuteResult = Type.Object({
     slug: Nullable(Type.String()),
     selection_reason: Type.String(),
   }),
+  selection: Type.Unknown(),
   cost: Cost,
   metering: Type.Object({
     attempts: Type.Integer(),
@@ -52,6 +53,32 @@ export const ExecuteResult = Type.Object({
   status_url: Type.String(),
   receipt_url: Nullable(Type.String()),
 });
+
+/** GET /api/execute/match and the x402 edge's match. */
+export const MatchQuery = Type.Object(
+  {
+    task: Type.String({ minLength: 1, maxLength: 200 }),
+    max_cost: Type.Optional(Type.Number({ minimum: 0, description: "USDC" })),
+  },
+  { additionalProperties: false },
+);
+
+export const MatchResult = Type.Object({
+  task: Type.String(),
+  max_cost_usdc: Nullable(UsdcAmount),
+  candidates: Type.Array(Type.Record(Type.String(), Type.Unknown())),
+  excluded: Type.Array(Type.Object({ listing_id: Uuid, name: Type.String(), reason: Type.String() })),
+  ranking: Type.Object({ formula: Type.String(), weights: Type.Record(Type.String(), Type.Number()) }),
+});
+
+export const InvokeBody = Type.Object(
+  {
+    input: Type.Record(Type.String(), Type.Unknown()),
+    max_cost: Type.Optional(Type.Number({ minimum: 0, description: "USDC" })),
+    idempotency_key: Type.Optional(IdempotencyKey),
+  },
+  { additionalProperties: false },
+);
 
 export const ExecutePending = Type.Object({
   success: Type.Literal(false),

@@ -23,6 +23,7 @@ export interface ListingOverrides {
   safeToRetry?: boolean;
   maxLatencyMs?: number;
   inputSchema?: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
   tags?: string[];
   status?: ListingRow["status"];
   featured?: boolean;
@@ -31,6 +32,8 @@ export interface ListingOverrides {
   name?: string;
   description?: string;
   sellerId?: string;
+  rateLimit?: number;
+  concurrencyLimit?: number;
 }
 
 /** A listing row pointing at a test's own loopback server; its slug doubles as a unique task alias. */
@@ -45,6 +48,7 @@ export async function buildListing(overrides: ListingOverrides): Promise<Listing
       endpoint_url: overrides.endpointUrl,
       price_micros: parseUsdc(overrides.price ?? 0, "/price").toString(),
       input_schema: (overrides.inputSchema ?? { type: "object" }) as never,
+      output_schema: (overrides.outputSchema ?? null) as never,
       tags: overrides.tags ?? [slug],
       safe_to_retry: overrides.safeToRetry ?? true,
       max_latency_ms: overrides.maxLatencyMs ?? 30000,
@@ -55,6 +59,8 @@ export async function buildListing(overrides: ListingOverrides): Promise<Listing
       ...(overrides.name ? { name: overrides.name } : {}),
       ...(overrides.description ? { description: overrides.description } : {}),
       seller_id: overrides.sellerId ?? null,
+      rate_limit: overrides.rateLimit ?? 100,
+      concurrency_limit: overrides.concurrencyLimit ?? 10,
     })
     .returning(listingColumns(db()) as never);
   return row!;
@@ -71,7 +77,9 @@ export async function insertInvocation(q: Db, row: NewInvocation): Promise<Invoc
       input: JSON.stringify(row.input) as never,
       max_cost_micros: row.max_cost_micros?.toString() ?? null,
       price_micros: row.price_micros.toString(),
-    })
+      candidate_ids: row.candidate_ids ?? [row.listing_id],
+      selection: row.selection ? JSON.stringify(row.selection) : null,
+    } as never)
     .returning("*");
   return inserted!;
 }

@@ -3,6 +3,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 export interface SellerCall {
   headers: IncomingMessage["headers"];
   body: any;
+  /** The exact bytes received: what a signature is checked against. */
+  raw: Buffer;
 }
 
 export type SellerHandler = (call: SellerCall, res: ServerResponse, index: number) => void | Promise<void>;
@@ -19,8 +21,9 @@ export async function startSeller(handler: SellerHandler): Promise<TestSeller> {
   const server: Server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString("utf8");
-    const call = { headers: req.headers, body: text ? JSON.parse(text) : undefined };
+    const raw = Buffer.concat(chunks);
+    const text = raw.toString("utf8");
+    const call = { headers: req.headers, body: text ? JSON.parse(text) : undefined, raw };
     calls.push(call);
     await handler(call, res, calls.length - 1);
   });

@@ -18,4 +18,6 @@ Object.assign(process.env, {
   OUTBOX_STALE_AFTER_MS: "500",
   OUTBOUND_ALLOWLIST: "127.0.0.1,localhost",
   SHUTDOWN_GRACE_MS: "5000",
+  // No probe-sweep scheduler unless a test asks: sweeps would probe every other file's sellers.
+  HEALTH_PROBE_INTERVAL_MS: "0",
 });

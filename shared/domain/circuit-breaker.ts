@@ -1,0 +1,173 @@
+import type { Redis } from "ioredis";
+import { getConfig } from "../config.js";
+import { commandRedis } from "../redis.js";
+
+/**
+ * A circuit breaker per listing, kept in Redis so every API and worker process agrees
+ * (README "Health probes and the circuit breaker"). CIRCUIT_FAILURE_THRESHOLD consecutive failures open
+ * the circuit for CIRCUIT_COOLDOWN_MS; then it is half-open and exactly one caller gets a trial call:
+ * success closes it (and resets the count), failure opens it again. Each transition is one Lua script,
+ * and the clock is Redis's own TIME, so processes with skewed clocks still agree on when a cooldown ends.
+ *
+ * Keys: `${prefix}:circuit:<listing_id>` (a hash: failures, open_until in ms) and `…:trial` (the
+ * half-open trial, SET NX with a lease). With the default `{agentmarket}` prefix both share a Redis
+ * Cluster slot with each other and with BullMQ's keys.
+ */
+export type CircuitState = "closed" | "open" | "half_open";
+
+export interface CircuitOptions {
+  /** Key namespace (QUEUE_PREFIX in the service). */
+  prefix: string;
+  /** Consecutive failures that open the circuit. */
+  failureThreshold: number;
+  /** How long an open circuit refuses calls before its half-open trial. */
+  cooldownMs: number;
+  /** How long a granted trial blocks other trials if its caller never reports (it died). */
+  trialLeaseMs?: number;
+  /** A failure count with no new failure for this long is forgotten (bounds the keyspace). */
+  idleTtlMs?: number;
+}
+
+export interface CircuitBreaker {
+  recordCallOutcome(listingId: string, ok: boolean): Promise<CircuitState>;
+  recordProbeOutcome(listingId: string, ok: boolean): Promise<CircuitState>;
+  circuitState(listingIds: readonly string[]): Promise<Map<string, CircuitState>>;
+  allowCall(listingId: string): Promise<boolean>;
+}
+
+/** Longer than the longest provider call (30 s) plus the worker's margin for recording it. */
+export const DEFAULT_TRIAL_LEASE_MS = 35_000;
+const DEFAULT_IDLE_TTL_MS = 24 * 3600 * 1000;
+
+const CLOCK = `
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local now = clock()
+local openUntil = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
+local state = 'closed'
+if openUntil > 0 then
+  if now < openUntil then state = 'open' else state = 'half_open' end
+end`;
+
+// ARGV: ok ('1'|'0'), source ('call'|'probe'), threshold, cooldown ms, idle ttl ms.
+const RECORD = `${CLOCK}
+if ARGV[1] == '1' then
+  -- A probe proves reachability, not that calls work: it ends a cooldown that is over (half-open) but
+  -- neither cuts one short nor clears failures counted while closed.
+  if ARGV[2] == 'probe' and state ~= 'half_open' then return state end
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 'closed'
+end
+-- Failures of calls that started before the circuit opened must not extend its cooldown.
+if state == 'open' then return 'open' end
+local cooldown = tonumber(ARGV[4])
+local failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
+if state == 'half_open' or failures >= tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[1], 'open_until', now + cooldown)
+  redis.call('DEL', KEYS[2])
+  redis.call('PEXPIRE', KEYS[1], cooldown + tonumber(ARGV[5]))
+  return 'open'
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
+return 'closed'`;
+
+// ARGV: trial lease ms. Returns 1 when the caller may call.
+const ALLOW = `${CLOCK}
+if state == 'closed' then return 1 end
+if state == 'open' then return 0 end
+if redis.call('SET', KEYS[2], now, 'NX', 'PX', ARGV[1]) then return 1 end
+return 0`;
+
+function stateAt(openUntil: string | null, nowMs: number): CircuitState {
+  const until = Number(openUntil ?? 0);
+  if (until === 0) return "closed";
+  return nowMs < until ? "open" : "half_open";
+}
+
+/** A breaker over the given Redis client; the module functions below use the process's command client. */
+export function createCircuitBreaker(redis: Redis, options: CircuitOptions): CircuitBreaker {
+  const key = (listingId: string) => `${options.prefix}:circuit:${listingId}`;
+  const trialLeaseMs = options.trialLeaseMs ?? DEFAULT_TRIAL_LEASE_MS;
+  const idleTtlMs = options.idleTtlMs ?? DEFAULT_IDLE_TTL_MS;
+
+  const record = async (listingId: string, ok: boolean, source: "call" | "probe") =>
+    (await redis.eval(
+      RECORD,
+      2,
+      key(listingId),
+      `${key(listingId)}:trial`,
+      ok ? "1" : "0",
+      source,
+      options.failureThreshold,
+      options.cooldownMs,
+      idleTtlMs,
+    )) as CircuitState;
+
+  return {
+    recordCallOutcome: (listingId, ok) => record(listingId, ok, "call"),
+    recordProbeOutcome: (listingId, ok) => record(listingId, ok, "probe"),
+    async circuitState(listingIds) {
+      const states = new Map<string, CircuitState>();
+      if (listingIds.length === 0) return states;
+      // Read-only and per listing, so a pipeline is enough; TIME keeps Redis's clock the only clock.
+      const pipeline = redis.pipeline().time();
+      for (const id of listingIds) pipeline.hget(key(id), "open_until");
+      const replies = (await pipeline.exec()) ?? [];
+      const failed = replies.find(([error]) => error);
+      if (failed) throw failed[0];
+      const [seconds, micros] = replies[0]![1] as [string, string];
+      const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      for (const [i, id] of listingIds.entries())
+        states.set(id, stateAt(replies[i + 1]![1] as string | null, nowMs));
+      return states;
+    },
+    async allowCall(listingId) {
+      const verdict = await redis.eval(ALLOW, 2, key(listingId), `${key(listingId)}:trial`, trialLeaseMs);
+      return verdict === 1;
+    },
+  };
+}
+
+function serviceBreaker(): CircuitBreaker {
+  const config = getConfig();
+  return createCircuitBreaker(commandRedis(), {
+    prefix: config.queuePrefix,
+    failureThreshold: config.circuitFailureThreshold,
+    cooldownMs: config.circuitCooldownMs,
+  });
+}
+
+/**
+ * Records the outcome of a provider call: a failure counts toward CIRCUIT_FAILURE_THRESHOLD (and
+ * re-opens a half-open circuit); a success closes the circuit and resets the count. Returns the state
+ * after it. A caller that was granted the half-open trial by allowCall must report its outcome here.
+ */
+export function recordCallOutcome(listingId: string, ok: boolean): Promise<CircuitState> {
+  return serviceBreaker().recordCallOutcome(listingId, ok);
+}
+
+/**
+ * Records a health probe: a failed probe counts like a failed call; a successful one closes a
+ * half-open circuit only (it never cuts a cooldown short). Returns the state after it.
+ */
+export function recordProbeOutcome(listingId: string, ok: boolean): Promise<CircuitState> {
+  return serviceBreaker().recordProbeOutcome(listingId, ok);
+}
+
+/**
+ * The state of each listing's circuit (closed when Redis knows nothing of it), in one round trip:
+ * for ranking candidates. Whether a half-open listing may actually be called is allowCall's answer.
+ */
+export function circuitState(listingIds: readonly string[]): Promise<Map<string, CircuitState>> {
+  return serviceBreaker().circuitState(listingIds);
+}
+
+/**
+ * Asks to call a listing now: true when closed, false when open, and for a half-open circuit true for
+ * exactly one caller per trial (atomic SET NX with a DEFAULT_TRIAL_LEASE_MS lease).
+ */
+export function allowCall(listingId: string): Promise<boolean> {
+  return serviceBreaker().allowCall(listingId);
+}

@@ -1,0 +1,25 @@
+import { paidGate } from "./availability.js";
+import { openCircuits } from "./circuits.js";
+import { formatUsdc, parseUsdc } from "./money.js";
+import { candidateView, rankCandidates, WEIGHTS } from "./router.js";
+
+const FORMULA =
+  "score = 0.40·reliability + 0.25·verification + 0.20·latency + 0.15·price; reliability = (ok+1)/(attempts+2) " +
+  "over 30 days; verification: verified 1, reachable 0.7, unchecked 0.4; latency = 1/(1+p50 s); price = 1/(1+USDC)";
+
+/** GET /api/execute/match: the eligible providers for a task in the order execute would try them. */
+export async function matchProviders(task: string, maxCostUsdc: number | undefined) {
+  const maxCostMicros = maxCostUsdc === undefined ? null : parseUsdc(maxCostUsdc, "/query/max_cost");
+  const ranking = await rankCandidates(task, maxCostMicros, paidGate(), openCircuits);
+  return {
+    task,
+    max_cost_usdc: maxCostMicros === null ? null : formatUsdc(maxCostMicros),
+    candidates: ranking.eligible.map((c, i) => candidateView(c, i + 1)),
+    excluded: ranking.excluded.map((e) => ({
+      listing_id: e.listing.id,
+      name: e.listing.name,
+      reason: e.reason,
+    })),
+    ranking: { formula: FORMULA, weights: { ...WEIGHTS } },
+  };
+}

@@ -1,0 +1,136 @@
+import { db } from "../db/knex.js";
+import { readListingStats } from "../db/listing-stats.js";
+import { findActiveByTaskAlias, type ListingRow } from "../db/listings.js";
+import type { ListingStats, PaidGate } from "./listing-facts.js";
+import { formatUsdc, micros } from "./money.js";
+
+/**
+ * Ranking (README "Routing"): score = 0.40 reliability + 0.25 verification + 0.20 latency + 0.15 price,
+ * each component in 0..1.
+ * - reliability: (successful attempts + 1) / (attempts + 2) over 30 days (Laplace: no data → 0.5);
+ * - verification: verified 1, reachable 0.7, never checked 0.4;
+ * - latency: 1 / (1 + p50 seconds) (no data → 0.5);
+ * - price: 1 / (1 + price in USDC).
+ * Ties break by price, then age, so the order is deterministic.
+ */
+export const WEIGHTS = { reliability: 0.4, verification: 0.25, latency: 0.2, price: 0.15 } as const;
+
+const VERIFICATION_SCORE: Record<string, number> = { verified: 1, reachable: 0.7 };
+
+export interface ScoreComponents {
+  reliability: number;
+  verification: number;
+  latency: number;
+  price: number;
+}
+
+export interface Candidate {
+  listing: ListingRow;
+  stats: ListingStats;
+  score: number;
+  components: ScoreComponents;
+}
+
+export type ExclusionReason =
+  | "over_max_cost"
+  | "not_approved"
+  | "verification_failed"
+  | "paid_execution_unavailable"
+  | "circuit_open";
+
+export interface Ranking {
+  eligible: Candidate[];
+  excluded: { listing: ListingRow; reason: ExclusionReason }[];
+}
+
+const round = (n: number) => Math.round(n * 1000) / 1000;
+
+/** The score of one listing and the components that make it. */
+export function scoreListing(
+  listing: ListingRow,
+  stats: ListingStats,
+): { score: number; components: ScoreComponents } {
+  const components: ScoreComponents = {
+    reliability: round((stats.successful_attempts_30d + 1) / (stats.attempts_30d + 2)),
+    verification: VERIFICATION_SCORE[listing.verification_status ?? ""] ?? 0.4,
+    latency: stats.p50_latency_ms === null ? 0.5 : round(1 / (1 + stats.p50_latency_ms / 1000)),
+    price: round(1 / (1 + Number(micros(listing.price_micros)) / 1_000_000)),
+  };
+  const score = round(
+    (Object.keys(WEIGHTS) as (keyof ScoreComponents)[]).reduce(
+      (sum, k) => sum + WEIGHTS[k] * components[k],
+      0,
+    ),
+  );
+  return { score, components };
+}
+
+function exclusion(
+  listing: ListingRow,
+  maxCostMicros: bigint | null,
+  gate: PaidGate,
+  openCircuits: Set<string>,
+): ExclusionReason | null {
+  if (listing.review_status !== "approved") return "not_approved";
+  if (listing.verification_status === "failed") return "verification_failed";
+  const price = micros(listing.price_micros);
+  if (maxCostMicros !== null && price > maxCostMicros) return "over_max_cost";
+  if (price > 0n && !gate.enabled) return "paid_execution_unavailable";
+  if (openCircuits.has(listing.id)) return "circuit_open";
+  return null;
+}
+
+/**
+ * Ranks the active listings answering to a task: eligible ones by score (then price, then age), the
+ * rest with the reason they were left out. Eligible: approved, not failed, within max_cost, payable
+ * under the gate, circuit not open.
+ */
+export async function rankCandidates(
+  task: string,
+  maxCostMicros: bigint | null,
+  gate: PaidGate,
+  openCircuits: (ids: string[]) => Promise<Set<string>>,
+): Promise<Ranking> {
+  const listings = await findActiveByTaskAlias(db(), task);
+  const ids = listings.map((l) => l.id);
+  const [stats, open] = await Promise.all([readListingStats(db(), ids), openCircuits(ids)]);
+  const ranking: Ranking = { eligible: [], excluded: [] };
+  for (const listing of listings) {
+    const reason = exclusion(listing, maxCostMicros, gate, open);
+    if (reason) ranking.excluded.push({ listing, reason });
+    else
+      ranking.eligible.push({
+        listing,
+        stats: stats.get(listing.id)!,
+        ...scoreListing(listing, stats.get(listing.id)!),
+      });
+  }
+  ranking.eligible.sort(
+    (a, b) =>
+      b.score - a.score ||
+      Number(micros(a.listing.price_micros) - micros(b.listing.price_micros)) ||
+      a.listing.created_at.getTime() - b.listing.created_at.getTime(),
+  );
+  return ranking;
+}
+
+/** The public view of a candidate (match answers, execute's selection). */
+export function candidateView(c: Candidate, rank: number) {
+  const successRate =
+    c.stats.attempts_30d === 0 ? null : round(c.stats.successful_attempts_30d / c.stats.attempts_30d);
+  return {
+    rank,
+    listing_id: c.listing.id,
+    name: c.listing.name,
+    slug: c.listing.slug,
+    price_usdc: formatUsdc(micros(c.listing.price_micros)),
+    latency_ms: c.stats.p50_latency_ms,
+    ...(c.stats.p50_latency_ms === null ? { latency_ms_null_reason: "no_successful_calls_in_30d" } : {}),
+    success_rate: successRate,
+    ...(successRate === null ? { success_rate_null_reason: "no_attempts_in_30d" } : {}),
+    safe_to_retry: c.listing.safe_to_retry,
+    verification_status: c.listing.verification_status,
+    score: c.score,
+    score_components: c.components,
+  };
+}

@@ -1,0 +1,351 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { db } from "../../shared/db/knex.js";
+import { getQueue } from "../../shared/queues.js";
+import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
+import { api, errorCode } from "../helpers/http.js";
+import { startProcess, waitFor } from "../helpers/processes.js";
+import { json, startSeller, type TestSeller } from "../helpers/seller.js";
+import { startService, type TestService } from "../helpers/service.js";
+
+let service: TestService;
+let buyer: TestAgent;
+const sellers: TestSeller[] = [];
+
+beforeAll(async () => {
+  service = await startService();
+  buyer = await buildAgent();
+});
+afterAll(async () => {
+  for (const s of sellers) await s.close();
+  await service.stop();
+});
+
+async function seller(answer: (index: number) => [number, unknown]): Promise<TestSeller> {
+  const s = await startSeller((_call, res, index) => {
+    const [status, body] = answer(index);
+    json(res, status, body);
+  });
+  sellers.push(s);
+  return s;
+}
+
+const ok = (output: unknown) => (): [number, unknown] => [200, { success: true, output }];
+const broken = (): [number, unknown] => [500, { error: "boom" }];
+const taskName = () => `task-${randomBytes(4).toString("hex")}`;
+
+describe("GET /api/execute/match", () => {
+  it("ranks eligible providers with the score components, and names what was excluded and why", async () => {
+    const task = taskName();
+    const a = await seller(ok({}));
+    const verified = await buildListing({ endpointUrl: a.url, tags: [task], verificationStatus: "verified" });
+    const plain = await buildListing({ endpointUrl: a.url, tags: [task] });
+    const failed = await buildListing({ endpointUrl: a.url, tags: [task], verificationStatus: "failed" });
+    const paid = await buildListing({ endpointUrl: a.url, tags: [task], price: 0.05 });
+    const res = await api("GET", `/api/execute/match?task=${task}`, { key: buyer.apiKey });
+    expect(res.status).toBe(200);
+    expect(res.body.candidates.map((c: { listing_id: string }) => c.listing_id)).toEqual([
+      verified.id,
+      plain.id,
+    ]);
+    const [top] = res.body.candidates;
+    expect(top).toMatchObject({
+      rank: 1,
+      price_usdc: "0.000000",
+      safe_to_retry: true,
+      verification_status: "verified",
+    });
+    expect(Object.keys(top.score_components).sort()).toEqual([
+      "latency",
+      "price",
+      "reliability",
+      "verification",
+    ]);
+    expect(top.score).toBeGreaterThan(res.body.candidates[1].score);
+    expect(res.body.excluded).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ listing_id: failed.id, reason: "verification_failed" }),
+        expect.objectContaining({ listing_id: paid.id, reason: "paid_execution_unavailable" }),
+      ]),
+    );
+    expect(res.body.ranking.formula).toContain("0.40");
+  });
+
+  it("max_cost leaves out listings priced above it; an unknown task has no candidates", async () => {
+    const task = taskName();
+    const a = await seller(ok({}));
+    const pricey = await buildListing({ endpointUrl: a.url, tags: [task], price: 0.5 });
+    const res = await api("GET", `/api/execute/match?task=${task}&max_cost=0.1`, { key: buyer.apiKey });
+    expect(res.body.excluded).toEqual([
+      expect.objectContaining({ listing_id: pricey.id, reason: "over_max_cost" }),
+    ]);
+    const none = await api("GET", `/api/execute/match?task=${taskName()}`, { key: buyer.apiKey });
+    expect(none.body).toMatchObject({ candidates: [], excluded: [] });
+    expect((await api("GET", "/api/execute/match", { key: buyer.apiKey })).status).toBe(400);
+    expect((await api("GET", `/api/execute/match?task=${task}`)).status).toBe(401);
+  });
+});
+
+describe("POST /api/execute fallback", () => {
+  it("falls back to the next candidate when the first fails, and says who served and why", async () => {
+    const task = taskName();
+    const first = await seller(broken);
+    const second = await seller(ok({ from: "second" }));
+    const a = await buildListing({ endpointUrl: first.url, tags: [task], verificationStatus: "verified" });
+    const b = await buildListing({ endpointUrl: second.url, tags: [task] });
+    const res = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(res.status).toBe(200);
+    expect(res.body.output).toEqual({ from: "second" });
+    expect(res.body.provider).toMatchObject({
+      listing_id: b.id,
+      selection_reason: "fallback_after_higher_ranked_candidate_failed",
+    });
+    expect(res.body.selection.candidates.map((c: { listing_id: string }) => c.listing_id)).toEqual([
+      a.id,
+      b.id,
+    ]);
+    const status = await api("GET", `/api/execute/status/${res.body.invocation_id}`, { key: buyer.apiKey });
+    expect(
+      status.body.attempts.map((x: { listing_id: string; status: string }) => [x.listing_id, x.status]),
+    ).toEqual([
+      [a.id, "failed"],
+      [b.id, "succeeded"],
+    ]);
+    const receipt = await api("GET", `/api/commerce/receipts/${res.body.receipt_id}`, { key: buyer.apiKey });
+    expect(receipt.body).toMatchObject({ listing_id: b.id });
+    expect(first.calls).toHaveLength(1);
+  });
+
+  it("never calls a provider that is not safe_to_retry twice; retries one that is", async () => {
+    const task = taskName();
+    const unsafe = await seller(broken);
+    await buildListing({ endpointUrl: unsafe.url, tags: [task], safeToRetry: false });
+    const res = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(res.status).toBe(502);
+    expect(errorCode(res)).toBe("PROVIDER_FAILED");
+    expect(unsafe.calls).toHaveLength(1);
+
+    const retryTask = taskName();
+    const flaky = await seller((i) => (i < 2 ? broken() : [200, { success: true, output: { third: true } }]));
+    await buildListing({ endpointUrl: flaky.url, tags: [retryTask], safeToRetry: true });
+    const retried = await api("POST", "/api/execute", {
+      key: buyer.apiKey,
+      body: { task: retryTask, input: {} },
+    });
+    expect(retried.status).toBe(200);
+    expect(flaky.calls).toHaveLength(3);
+  });
+
+  it("validates input against the chosen listing's schema, and skips fallbacks whose schema rejects it", async () => {
+    const task = taskName();
+    const first = await seller(broken);
+    const strict = await seller(ok({ strict: true }));
+    await buildListing({ endpointUrl: first.url, tags: [task], verificationStatus: "verified" });
+    await buildListing({
+      endpointUrl: strict.url,
+      tags: [task],
+      inputSchema: { type: "object", required: ["other"] },
+    });
+    const res = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: { n: 1 } } });
+    expect(res.status).toBe(502);
+    expect(strict.calls).toHaveLength(0);
+    const bad = await api("POST", "/api/execute", {
+      key: buyer.apiKey,
+      body: { task, input: "nope" as unknown as Record<string, unknown> },
+    });
+    expect(bad.status).toBe(400);
+  });
+});
+
+describe("POST /api/invoke/{listing_id}", () => {
+  it("calls exactly that listing, without fallback", async () => {
+    const task = taskName();
+    const failing = await seller(broken);
+    const healthy = await seller(ok({}));
+    const target = await buildListing({ endpointUrl: failing.url, tags: [task], safeToRetry: false });
+    await buildListing({ endpointUrl: healthy.url, tags: [task] });
+    const res = await api("POST", `/api/invoke/${target.id}`, { key: buyer.apiKey, body: { input: {} } });
+    expect(res.status).toBe(502);
+    expect(errorCode(res)).toBe("PROVIDER_FAILED");
+    expect(healthy.calls).toHaveLength(0);
+    expect(failing.calls).toHaveLength(1);
+  });
+
+  it("answers with status, output and cost", async () => {
+    const s = await seller(ok({ direct: true }));
+    const listing = await buildListing({ endpointUrl: s.url });
+    const res = await api("POST", `/api/invoke/${listing.id}`, {
+      key: buyer.apiKey,
+      body: { input: { a: 1 } },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      status: "succeeded",
+      output: { direct: true },
+      cost: { amount_usdc: "0.000000" },
+    });
+    expect(res.body.provider.selection_reason).toBe("direct_invoke_locked_to_listing");
+    expect(s.calls[0]!.body.input).toEqual({ a: 1 });
+  });
+
+  it("unknown → 404 LISTING_NOT_FOUND; retired or failed → 422 LISTING_NOT_INVOCABLE; paid → 503; bad input → 400", async () => {
+    const s = await seller(ok({}));
+    for (const id of ["00000000-0000-4000-8000-000000000000", "not-a-uuid"]) {
+      const res = await api("POST", `/api/invoke/${id}`, { key: buyer.apiKey, body: { input: {} } });
+      expect([res.status, errorCode(res)]).toEqual([404, "LISTING_NOT_FOUND"]);
+    }
+    for (const overrides of [{ status: "retired" as const }, { verificationStatus: "failed" as const }]) {
+      const listing = await buildListing({ endpointUrl: s.url, ...overrides });
+      const res = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } });
+      expect([res.status, errorCode(res)]).toEqual([422, "LISTING_NOT_INVOCABLE"]);
+    }
+    const paid = await buildListing({ endpointUrl: s.url, price: 0.02 });
+    const res = await api("POST", `/api/invoke/${paid.id}`, { key: buyer.apiKey, body: { input: {} } });
+    expect([res.status, errorCode(res)]).toEqual([503, "TEMPORARILY_UNAVAILABLE"]);
+    const strict = await buildListing({
+      endpointUrl: s.url,
+      inputSchema: { type: "object", required: ["url"] },
+    });
+    const bad = await api("POST", `/api/invoke/${strict.id}`, { key: buyer.apiKey, body: { input: {} } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.details.violations[0].path).toBe("/input/url");
+    expect(s.calls).toHaveLength(0);
+  });
+});
+
+/** Rate windows are wall-clock minutes: start a rate test early enough in one. */
+async function awayFromMinuteEdge(): Promise<void> {
+  const intoMinute = Date.now() % 60_000;
+  if (intoMinute > 50_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 200));
+}
+
+describe("per-listing limits", () => {
+  it("direct invoke over rate_limit → 429 RATE_LIMITED with Retry-After; the provider is not called", async () => {
+    await awayFromMinuteEdge();
+    const s = await seller(ok({}));
+    const listing = await buildListing({ endpointUrl: s.url, rateLimit: 2 });
+    const statuses: number[] = [];
+    let limited: Awaited<ReturnType<typeof api>> | undefined;
+    for (let i = 0; i < 3; i++) {
+      const res = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } });
+      statuses.push(res.status);
+      if (res.status === 429) limited = res;
+    }
+    expect(statuses).toEqual([200, 200, 429]);
+    expect(errorCode(limited!)).toBe("RATE_LIMITED");
+    expect(Number(limited!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(Number(limited!.headers.get("retry-after"))).toBeLessThanOrEqual(60);
+    expect(s.calls).toHaveLength(2);
+  });
+
+  it("execute falls back when the top candidate is over its rate limit", async () => {
+    await awayFromMinuteEdge();
+    const task = taskName();
+    const limitedSeller = await seller(ok({ from: "limited" }));
+    const other = await seller(ok({ from: "other" }));
+    const top = await buildListing({
+      endpointUrl: limitedSeller.url,
+      tags: [task],
+      verificationStatus: "verified",
+      rateLimit: 1,
+    });
+    await buildListing({ endpointUrl: other.url, tags: [task] });
+    const first = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(first.body.output).toEqual({ from: "limited" });
+    const second = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(second.status).toBe(200);
+    expect(second.body.output).toEqual({ from: "other" });
+    const status = await api("GET", `/api/execute/status/${second.body.invocation_id}`, {
+      key: buyer.apiKey,
+    });
+    expect(
+      status.body.attempts.map((a: { listing_id: string; status: string; error_code: string | null }) => [
+        a.listing_id === top.id,
+        a.status,
+        a.error_code,
+      ]),
+    ).toEqual([
+      [true, "skipped", "RATE_LIMITED"],
+      [false, "succeeded", null],
+    ]);
+  });
+
+  it("concurrency_limit holds under 50 parallel invokes served by two worker processes", async () => {
+    // A second executions worker as its own OS process, on this file's queue prefix.
+    const other = startProcess("dist/workers/main.js", ["executions"], { LOG_LEVEL: "warn" });
+    let inFlight = 0;
+    let peak = 0;
+    const slow = await startSeller(async (_call, res) => {
+      inFlight += 1;
+      peak = Math.max(peak, inFlight);
+      await new Promise((r) => setTimeout(r, 300));
+      inFlight -= 1;
+      json(res, 200, { success: true, output: {} });
+    });
+    sellers.push(slow);
+    const listing = await buildListing({ endpointUrl: slow.url, concurrencyLimit: 10, rateLimit: 1000 });
+    await waitFor("the second worker", async () => (await getQueue("executions").getWorkersCount()) >= 2);
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } }),
+      ),
+    );
+    expect(peak).toBeLessThanOrEqual(10);
+    expect(peak).toBeGreaterThan(1);
+    const codes = results.map((r) => r.status);
+    expect(codes.filter((c) => c === 200).length).toBeGreaterThanOrEqual(10);
+    expect(codes.every((c) => c === 200 || c === 429)).toBe(true);
+    const rows = await db()("invocation_attempts")
+      .where({ listing_id: listing.id, status: "skipped" })
+      .count({ n: "*" });
+    expect(Number(rows[0]!.n)).toBe(codes.filter((c) => c === 429).length);
+    other.child.kill("SIGTERM");
+    expect(await other.exited).toBe(0);
+  });
+});
+
+describe("circuit breaker in routing", () => {
+  it("after repeated failures the listing's circuit opens: match excludes it, execute and invoke stop calling it", async () => {
+    const task = taskName();
+    const failing = await seller(broken);
+    const healthy = await seller(ok({ from: "healthy" }));
+    const bad = await buildListing({
+      endpointUrl: failing.url,
+      tags: [task],
+      verificationStatus: "verified",
+      safeToRetry: false,
+    });
+    await buildListing({ endpointUrl: healthy.url, tags: [task] });
+    // CIRCUIT_FAILURE_THRESHOLD defaults to 5 consecutive failed calls.
+    for (let i = 0; i < 5; i++) {
+      const res = await api("POST", `/api/invoke/${bad.id}`, { key: buyer.apiKey, body: { input: {} } });
+      expect(errorCode(res)).toBe("PROVIDER_FAILED");
+    }
+    expect(failing.calls).toHaveLength(5);
+    const match = await api("GET", `/api/execute/match?task=${task}`, { key: buyer.apiKey });
+    expect(match.body.excluded).toEqual([
+      expect.objectContaining({ listing_id: bad.id, reason: "circuit_open" }),
+    ]);
+    const routed = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(routed.body.output).toEqual({ from: "healthy" });
+    const direct = await api("POST", `/api/invoke/${bad.id}`, { key: buyer.apiKey, body: { input: {} } });
+    expect([direct.status, errorCode(direct)]).toEqual([503, "PROVIDER_UNAVAILABLE"]);
+    expect(failing.calls).toHaveLength(5);
+  });
+
+  it("ranking adapts: a top listing that fails loses its place to one that succeeds", async () => {
+    const task = taskName();
+    const failing = await seller(broken);
+    const healthy = await seller(ok({ from: "healthy" }));
+    await buildListing({
+      endpointUrl: failing.url,
+      tags: [task],
+      verificationStatus: "verified",
+      safeToRetry: false,
+    });
+    const good = await buildListing({ endpointUrl: healthy.url, tags: [task] });
+    await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    const match = await api("GET", `/api/execute/match?task=${task}`, { key: buyer.apiKey });
+    expect(match.body.candidates[0].listing_id).toBe(good.id);
+  });
+});
