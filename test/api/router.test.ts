@@ -349,3 +349,28 @@ describe("circuit breaker in routing", () => {
     expect(match.body.candidates[0].listing_id).toBe(good.id);
   });
 });
+
+describe("metering", () => {
+  it("per-listing counters and latency come out exact under 30 concurrent calls", async () => {
+    const task = taskName();
+    const s = await seller(ok({}));
+    // Room for all 30 at once: the default concurrency_limit (10) would refuse some, rightly.
+    const listing = await buildListing({ endpointUrl: s.url, tags: [task], concurrencyLimit: 30 });
+    const results = await Promise.all(
+      Array.from({ length: 30 }, () =>
+        api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } }),
+      ),
+    );
+    expect(results.every((r) => r.status === 200)).toBe(true);
+    const record = (await api("GET", `/api/capabilities/${listing.id}`)).body;
+    expect(record).toMatchObject({
+      total_invocations: 30,
+      success_count: 30,
+      failure_count: 0,
+      success_rate: 1,
+    });
+    expect(record.avg_latency_ms).toBeGreaterThanOrEqual(0);
+    expect(record.telemetry.p50_latency_ms).not.toBeNull();
+    expect(record.public_proof_status).toBe("proven_in_use");
+  });
+});
