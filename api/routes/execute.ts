@@ -9,7 +9,7 @@ import {
 } from "../../shared/domain/executions.js";
 import { executeResult, invocationStatus, pendingResult } from "../../shared/domain/invocation-view.js";
 import { matchProviders } from "../../shared/domain/match.js";
-import { validationError } from "../../shared/errors.js";
+import { type ErrorCode, validationError } from "../../shared/errors.js";
 import {
   ExecuteBody,
   ExecutePending,
@@ -46,6 +46,20 @@ async function answer(ctx: AppContext, submission: Submission) {
   return new Reply(202, pending, { Location: pending.status_url });
 }
 
+/** What a submitted run can answer, for execute and direct invoke alike. */
+const RUN_ERRORS: ErrorCode[] = [
+  "UNAUTHORIZED",
+  "SCHEMA_VALIDATION_FAILED",
+  "LISTING_NOT_FOUND",
+  "RATE_LIMITED",
+  "TEMPORARILY_UNAVAILABLE",
+  "IDEMPOTENCY_KEY_IN_USE",
+  "IDEMPOTENCY_KEY_REUSED",
+  "PROVIDER_FAILED",
+  "PROVIDER_UNAVAILABLE",
+  "TIMEOUT",
+];
+
 const StatusParams = Type.Object({ invocation_id: Type.String({ maxLength: 100 }) });
 
 const submitRoute = defineRoute({
@@ -59,18 +73,7 @@ const submitRoute = defineRoute({
   auth: "key",
   body: ExecuteBody,
   responses: { 200: ExecuteResult, 202: ExecutePending },
-  errors: [
-    "UNAUTHORIZED",
-    "SCHEMA_VALIDATION_FAILED",
-    "LISTING_NOT_FOUND",
-    "RATE_LIMITED",
-    "TEMPORARILY_UNAVAILABLE",
-    "IDEMPOTENCY_KEY_IN_USE",
-    "IDEMPOTENCY_KEY_REUSED",
-    "PROVIDER_FAILED",
-    "PROVIDER_UNAVAILABLE",
-    "TIMEOUT",
-  ],
+  errors: RUN_ERRORS,
   async handle(ctx, { body }: { body: Static<typeof ExecuteBody> }) {
     const submission = await submitExecution(
       ctx.state.auth!,
@@ -125,19 +128,7 @@ const invokeRoute = defineRoute({
   params: InvokeParams,
   body: InvokeBody,
   responses: { 200: ExecuteResult, 202: ExecutePending },
-  errors: [
-    "UNAUTHORIZED",
-    "SCHEMA_VALIDATION_FAILED",
-    "LISTING_NOT_FOUND",
-    "LISTING_NOT_INVOCABLE",
-    "RATE_LIMITED",
-    "TEMPORARILY_UNAVAILABLE",
-    "IDEMPOTENCY_KEY_IN_USE",
-    "IDEMPOTENCY_KEY_REUSED",
-    "PROVIDER_FAILED",
-    "PROVIDER_UNAVAILABLE",
-    "TIMEOUT",
-  ],
+  errors: [...RUN_ERRORS, "LISTING_NOT_INVOCABLE"],
   async handle(
     ctx,
     { params, body }: { params: Static<typeof InvokeParams>; body: Static<typeof InvokeBody> },

@@ -1,4 +1,4 @@
-import type { HealthFacts } from "../domain/listing-facts.js";
+import { type HealthFacts, NO_HEALTH } from "../domain/listing-facts.js";
 import type { Db } from "./knex.js";
 import type { VerificationStatus } from "./listings.js";
 
@@ -93,15 +93,6 @@ export async function activeListingIdsAfter(q: Db, afterId: string | null, limit
   return (await query).map((row: { id: string }) => row.id);
 }
 
-const EMPTY: HealthFacts = {
-  probe_count_7d: 0,
-  probe_success_7d: 0,
-  probe_count_30d: 0,
-  probe_success_30d: 0,
-  latest_status: null,
-  latest_probe_at: null,
-};
-
 /**
  * Health facts for a page of listings in two queries, whatever the page size: 7- and 30-day counts from
  * the daily buckets (the last 7 and 30 UTC dates, today included) and the latest probe of each listing
@@ -109,7 +100,7 @@ const EMPTY: HealthFacts = {
  * comes from provider attempts, what a buyer actually waits for.
  */
 export async function readHealthFacts(q: Db, listingIds: string[]): Promise<Map<string, HealthFacts>> {
-  const facts = new Map(listingIds.map((id) => [id, { ...EMPTY }]));
+  const facts = new Map(listingIds.map((id) => [id, { ...NO_HEALTH }]));
   if (listingIds.length === 0) return facts;
   const [days, latest] = await Promise.all([
     q.raw(
