@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { db } from "../../shared/db/knex.js";
+import { freePort } from "../../shared/infra/free-port.js";
 import { getQueue } from "../../shared/queues.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
@@ -270,9 +271,16 @@ describe("per-listing limits", () => {
     ]);
   });
 
-  it("concurrency_limit holds under 50 parallel invokes served by two worker processes", async () => {
-    // A second executions worker as its own OS process, on this file's queue prefix.
+  it("concurrency_limit holds under 50 parallel invokes sent to two API processes and run by two workers", async () => {
+    // A second web process and a second executions worker, as OS processes on this file's queue prefix.
+    const otherPort = await freePort();
+    const otherApi = startProcess("dist/api/main.js", [], { LOG_LEVEL: "warn", PORT: String(otherPort) });
     const other = startProcess("dist/workers/main.js", ["executions"], { LOG_LEVEL: "warn" });
+    const otherBase = `http://127.0.0.1:${otherPort}`;
+    await waitFor(
+      "the second API",
+      async () => (await api("GET", "/api/stats", { baseUrl: otherBase })).status === 200,
+    );
     let inFlight = 0;
     let peak = 0;
     const slow = await startSeller(async (_call, res) => {
@@ -286,8 +294,12 @@ describe("per-listing limits", () => {
     const listing = await buildListing({ endpointUrl: slow.url, concurrencyLimit: 10, rateLimit: 1000 });
     await waitFor("the second worker", async () => (await getQueue("executions").getWorkersCount()) >= 2);
     const results = await Promise.all(
-      Array.from({ length: 50 }, () =>
-        api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } }),
+      Array.from({ length: 50 }, (_, i) =>
+        api("POST", `/api/invoke/${listing.id}`, {
+          key: buyer.apiKey,
+          body: { input: {} },
+          ...(i % 2 ? { baseUrl: otherBase } : {}),
+        }),
       ),
     );
     expect(peak).toBeLessThanOrEqual(10);
@@ -300,7 +312,9 @@ describe("per-listing limits", () => {
       .count({ n: "*" });
     expect(Number(rows[0]!.n)).toBe(codes.filter((c) => c === 429).length);
     other.child.kill("SIGTERM");
+    otherApi.child.kill("SIGTERM");
     expect(await other.exited).toBe(0);
+    expect(await otherApi.exited).toBe(0);
   });
 });
 
