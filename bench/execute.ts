@@ -1,5 +1,6 @@
 import os from "node:os";
 import { freePort } from "../shared/infra/free-port.js";
+import { runFallbackBench } from "./fallback.js";
 import {
   fixed,
   type Infra,
@@ -19,10 +20,13 @@ import {
  * `npm run bench:execute`: the cost of routing an echo through POST /api/execute (API → outbox →
  * BullMQ → worker → provider HTTP call → PostgreSQL → answer) against calling the echo provider
  * endpoint directly on the same service. Prints the numbers and the issue's targets; never fails on
- * a missed target, because it is a measurement, not a test.
+ * a missed target, because it is a measurement, not a test. Then the "one fallback" scenario
+ * (bench/fallback.ts): the latency a failed top-ranked provider adds. BENCH_SKIP_THROUGHPUT=1 runs only
+ * that scenario.
  */
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const SKIP_THROUGHPUT = process.env.BENCH_SKIP_THROUGHPUT === "1";
 const CONNECTIONS = [1, 32] as const;
 const WARM_UP_REQUESTS = 200;
 const HEALTH_TIMEOUT_MS = 60_000;
@@ -206,26 +210,17 @@ function printRatios(results: Measurement[], direct: string, execute: string): v
   );
 }
 
-async function run(): Promise<void> {
-  if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
-  const infra = await resolveInfra();
-  printMachine(infra);
-  service = startService(await freePort(), infra.env);
-  log(`starting the service (pid ${service.pid}) on ${service.baseUrl}…`);
-  const startedAt = performance.now();
-  await waitForHealth(service, HEALTH_TIMEOUT_MS);
-  log(`healthy after ${fixed((performance.now() - startedAt) / 1000, 1)} s`);
-
-  const { direct, execute } = scenarios(service.baseUrl, await register(service.baseUrl));
+/** The echo measurements: direct against routed, at 1 and 32 connections. */
+async function measureEcho(svc: Service, apiKey: string): Promise<void> {
+  const { direct, execute } = scenarios(svc.baseUrl, apiKey);
   await preflight(direct, execute);
   for (const spec of [direct, execute]) await warmUp({ ...spec, connections: 4 }, WARM_UP_REQUESTS);
-  const linesBefore = service.lineCount();
 
   const results: Measurement[] = [];
   for (const spec of [direct, execute]) {
     for (const connections of CONNECTIONS) {
       log(`measuring ${spec.scenario} at c=${connections} for ${SECONDS} s…`);
-      results.push(await measure({ ...spec, connections, seconds: SECONDS }, service.pid));
+      results.push(await measure({ ...spec, connections, seconds: SECONDS }, svc.pid));
     }
   }
   log();
@@ -236,6 +231,32 @@ async function run(): Promise<void> {
     log();
   }
   printRatios(results, direct.scenario, execute.scenario);
+  log();
+}
+
+async function run(): Promise<void> {
+  if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
+  const infra = await resolveInfra();
+  printMachine(infra);
+  // Loopback sellers of the fallback scenario must be callable: the public-address rule would refuse them.
+  service = startService(await freePort(), { ...infra.env, OUTBOUND_ALLOWLIST: "127.0.0.1" });
+  log(`starting the service (pid ${service.pid}) on ${service.baseUrl}…`);
+  const startedAt = performance.now();
+  await waitForHealth(service, HEALTH_TIMEOUT_MS);
+  log(`healthy after ${fixed((performance.now() - startedAt) / 1000, 1)} s`);
+
+  const apiKey = await register(service.baseUrl);
+  const linesBefore = service.lineCount();
+  if (SKIP_THROUGHPUT) log("BENCH_SKIP_THROUGHPUT=1: echo measurements skipped");
+  else await measureEcho(service, apiKey);
+
+  const databaseUrl = infra.env.DATABASE_URL;
+  if (databaseUrl) await runFallbackBench({ baseUrl: service.baseUrl, apiKey, databaseUrl, log, loud });
+  else
+    loud(
+      "one fallback: skipped, it inserts listings into the service's database and the embedded one's " +
+        "address is not known to the bench (set BENCH_DATABASE_URL or run PostgreSQL on 127.0.0.1:5432)",
+    );
   reportServiceOutput(service, linesBefore);
 }
 
