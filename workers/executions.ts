@@ -199,7 +199,9 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
       latency_ms: result.latencyMs,
     });
     if (!recorded) break;
-    await new Promise((resolve) => setTimeout(resolve, 50 * callsMade));
+    // A short pause only before calling the same listing again; a fallback to another one goes at once.
+    const next = nextTarget(candidates, calls, passedOver);
+    if (next?.id === target.id) await new Promise((resolve) => setTimeout(resolve, 50 * callsMade));
   }
   return fail(
     invocation.id,

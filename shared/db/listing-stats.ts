@@ -73,3 +73,43 @@ export async function readListingStats(q: Db, listingIds: string[]): Promise<Map
   }
   return stats;
 }
+
+/** Call outcomes over a listing's most recent calls: what ranking needs, at a bounded cost. */
+export interface RecentCallStats {
+  calls: number;
+  succeeded: number;
+  p50_latency_ms: number | null;
+}
+
+/**
+ * The last `window` completed calls (succeeded or failed, within 30 days) of each listing, read through
+ * the (listing_id, started_at) index: cost is bounded by the window, not by a listing's history, so
+ * ranking stays cheap on the execute hot path however busy a listing has been.
+ */
+export async function readRecentCallStats(
+  q: Db,
+  listingIds: string[],
+  window: number,
+): Promise<Map<string, RecentCallStats>> {
+  if (listingIds.length === 0) return new Map();
+  const result = await q.raw(
+    `select l.id as listing_id, r.calls, r.succeeded, r.p50
+       from unnest(?::uuid[]) as l(id)
+       cross join lateral (
+         select count(*) as calls,
+                count(*) filter (where status = 'succeeded') as succeeded,
+                percentile_cont(0.5) within group (order by latency_ms) filter (where status = 'succeeded') as p50
+           from (select status, latency_ms from invocation_attempts a
+                  where a.listing_id = l.id and a.status in ('succeeded', 'failed')
+                    and a.started_at > now() - interval '30 days'
+                  order by a.started_at desc limit ?) recent
+       ) r`,
+    [listingIds, window],
+  );
+  return new Map(
+    result.rows.map((row: { listing_id: string; calls: string; succeeded: string; p50: unknown }) => [
+      row.listing_id,
+      { calls: Number(row.calls), succeeded: Number(row.succeeded), p50_latency_ms: num(row.p50) },
+    ]),
+  );
+}

@@ -1,13 +1,17 @@
 import { db } from "../db/knex.js";
-import { readListingStats } from "../db/listing-stats.js";
+import { type RecentCallStats, readRecentCallStats } from "../db/listing-stats.js";
 import { findActiveByTaskAlias, type ListingRow } from "../db/listings.js";
-import type { ListingStats, PaidGate } from "./listing-facts.js";
+import type { PaidGate } from "./listing-facts.js";
 import { formatUsdc, micros } from "./money.js";
+
+/** Ranking looks at each listing's most recent calls: recent behaviour, at a bounded cost per execute. */
+export const RECENT_CALLS = 100;
 
 /**
  * Ranking (README "Routing"): score = 0.40 reliability + 0.25 verification + 0.20 latency + 0.15 price,
  * each component in 0..1.
- * - reliability: (successful attempts + 1) / (attempts + 2) over 30 days (Laplace: no data → 0.5);
+ * - reliability: (successful calls + 1) / (calls + 2) over the last RECENT_CALLS calls within 30 days
+ *   (Laplace: no data → 0.5);
  * - verification: verified 1, reachable 0.7, never checked 0.4;
  * - latency: 1 / (1 + p50 seconds) (no data → 0.5);
  * - price: 1 / (1 + price in USDC).
@@ -26,7 +30,7 @@ export interface ScoreComponents {
 
 export interface Candidate {
   listing: ListingRow;
-  stats: ListingStats;
+  stats: RecentCallStats;
   score: number;
   components: ScoreComponents;
 }
@@ -48,10 +52,10 @@ const round = (n: number) => Math.round(n * 1000) / 1000;
 /** The score of one listing and the components that make it. */
 export function scoreListing(
   listing: ListingRow,
-  stats: ListingStats,
+  stats: RecentCallStats,
 ): { score: number; components: ScoreComponents } {
   const components: ScoreComponents = {
-    reliability: round((stats.successful_attempts_30d + 1) / (stats.attempts_30d + 2)),
+    reliability: round((stats.succeeded + 1) / (stats.calls + 2)),
     verification: VERIFICATION_SCORE[listing.verification_status ?? ""] ?? 0.4,
     latency: stats.p50_latency_ms === null ? 0.5 : round(1 / (1 + stats.p50_latency_ms / 1000)),
     price: round(1 / (1 + Number(micros(listing.price_micros)) / 1_000_000)),
@@ -93,7 +97,7 @@ export async function rankCandidates(
 ): Promise<Ranking> {
   const listings = await findActiveByTaskAlias(db(), task);
   const ids = listings.map((l) => l.id);
-  const [stats, open] = await Promise.all([readListingStats(db(), ids), openCircuits(ids)]);
+  const [stats, open] = await Promise.all([readRecentCallStats(db(), ids, RECENT_CALLS), openCircuits(ids)]);
   const ranking: Ranking = { eligible: [], excluded: [] };
   for (const listing of listings) {
     const reason = exclusion(listing, maxCostMicros, gate, open);
@@ -116,8 +120,7 @@ export async function rankCandidates(
 
 /** The public view of a candidate (match answers, execute's selection). */
 export function candidateView(c: Candidate, rank: number) {
-  const successRate =
-    c.stats.attempts_30d === 0 ? null : round(c.stats.successful_attempts_30d / c.stats.attempts_30d);
+  const successRate = c.stats.calls === 0 ? null : round(c.stats.succeeded / c.stats.calls);
   return {
     rank,
     listing_id: c.listing.id,
@@ -125,9 +128,10 @@ export function candidateView(c: Candidate, rank: number) {
     slug: c.listing.slug,
     price_usdc: formatUsdc(micros(c.listing.price_micros)),
     latency_ms: c.stats.p50_latency_ms,
-    ...(c.stats.p50_latency_ms === null ? { latency_ms_null_reason: "no_successful_calls_in_30d" } : {}),
+    ...(c.stats.p50_latency_ms === null ? { latency_ms_null_reason: "no_recent_successful_calls" } : {}),
     success_rate: successRate,
-    ...(successRate === null ? { success_rate_null_reason: "no_attempts_in_30d" } : {}),
+    ...(successRate === null ? { success_rate_null_reason: "no_recent_calls" } : {}),
+    recent_calls: c.stats.calls,
     safe_to_retry: c.listing.safe_to_retry,
     verification_status: c.listing.verification_status,
     score: c.score,
