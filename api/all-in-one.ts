@@ -16,17 +16,12 @@ async function main(): Promise<void> {
   handleSignals();
   if (!config.redisUrl) {
     const redis = await startLocalRedis(say);
-    onShutdown("embedded redis", "database", redis.stop);
+    onShutdown("embedded redis", "embedded", redis.stop);
     overrideConfig({ redisUrl: redis.url });
   }
   if (!config.databaseUrl) {
     const postgres = await startEmbeddedPostgres(config.embeddedDataDir, say);
-    onShutdown("embedded postgres", "database", async () => {
-      await db()
-        .destroy()
-        .catch(() => {});
-      await postgres.stop();
-    });
+    onShutdown("embedded postgres", "embedded", postgres.stop);
     overrideConfig({ databaseUrl: postgres.url });
   }
   const applied = await migrateLatest(db());

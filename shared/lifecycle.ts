@@ -4,10 +4,10 @@ import { logger } from "./log.js";
 /**
  * Shutdown runs in phases so that nothing closes under something still using it: first stop taking
  * work (HTTP server drains, workers finish active jobs), then background loops, then clients (queues,
- * outbound HTTP), then the database.
+ * outbound HTTP), then the database pool, and last the embedded PostgreSQL and Redis of `npm start`.
  */
-export type ShutdownPhase = "ingress" | "background" | "clients" | "database";
-const PHASES: ShutdownPhase[] = ["ingress", "background", "clients", "database"];
+export type ShutdownPhase = "ingress" | "background" | "clients" | "database" | "embedded";
+const PHASES: ShutdownPhase[] = ["ingress", "background", "clients", "database", "embedded"];
 
 const closers = new Map<string, { phase: ShutdownPhase; close: () => Promise<unknown> }>();
 let stopping = false;
