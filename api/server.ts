@@ -6,6 +6,7 @@ import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { closeSafeFetch } from "../shared/net/safe-fetch.js";
 import { closeQueues } from "../shared/queues.js";
+import { closeCommandRedis } from "../shared/redis.js";
 import { createApp } from "./app.js";
 
 /**
@@ -16,6 +17,7 @@ export async function startWeb(): Promise<Server> {
   const config = getConfig();
   onShutdown("database", "database", closeDb);
   onShutdown("queues", "clients", closeQueues);
+  onShutdown("command redis", "clients", closeCommandRedis);
   onShutdown("outbound http", "clients", closeSafeFetch);
   const sweeper = startSweeper();
   onShutdown("sweeper", "background", () => sweeper.stop());

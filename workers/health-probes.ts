@@ -8,7 +8,7 @@ import { probeEndpoint } from "../shared/domain/health-probe.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { closeQueues, getQueue, QUEUES, type QueuePayload } from "../shared/queues.js";
-import { closeCommandRedis, createRedis } from "../shared/redis.js";
+import { createRedis } from "../shared/redis.js";
 import { payloadValidator } from "./payload.js";
 
 /** The one BullMQ job scheduler of this queue: every HEALTH_PROBE_INTERVAL_MS it adds a sweep job. */
@@ -128,9 +128,8 @@ const validatePayload = payloadValidator(QUEUES["health-probes"].payload);
 /** Starts the health-probes worker (probes and sweeps) and upserts the probe-sweep scheduler. */
 export function startHealthProbesWorker(): Worker {
   const config = getConfig();
-  // This worker also produces jobs (the sweep) and writes circuit state: close those clients too.
+  // This worker also produces jobs (the sweep): close that producer too.
   onShutdown("queues", "clients", closeQueues);
-  onShutdown("command redis", "clients", closeCommandRedis);
   const worker = new Worker(
     "health-probes",
     async (job: Job) => {

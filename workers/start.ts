@@ -4,12 +4,14 @@ import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { closeSafeFetch } from "../shared/net/safe-fetch.js";
 import type { QueueName } from "../shared/queue-names.js";
+import { closeCommandRedis } from "../shared/redis.js";
 import { WORKERS } from "./registry.js";
 
 /** Starts the named queues' workers; on shutdown each finishes its active jobs (worker.close()). */
 export async function startWorkers(queues: readonly QueueName[]): Promise<Worker[]> {
   onShutdown("database", "database", closeDb);
   onShutdown("outbound http", "clients", closeSafeFetch);
+  onShutdown("command redis", "clients", closeCommandRedis);
   const workers = queues.map((queue) => WORKERS[queue]());
   for (const worker of workers) onShutdown(`worker ${worker.name}`, "ingress", () => worker.close());
   await Promise.all(workers.map((w) => w.waitUntilReady()));
