@@ -1,20 +1,5 @@
-import type { ListingStats } from "../domain/listing-facts.js";
+import { type ListingStats, NO_STATS } from "../domain/listing-facts.js";
 import type { Db } from "./knex.js";
-
-const EMPTY: ListingStats = {
-  total_invocations: 0,
-  success_count: 0,
-  failure_count: 0,
-  paid_success_count: 0,
-  refunded_paid_count: 0,
-  avg_latency_ms: null,
-  p50_latency_ms: null,
-  p95_latency_ms: null,
-  attempts_30d: 0,
-  successful_attempts_30d: 0,
-  last_invoked_at: null,
-  last_paid_success_at: null,
-};
 
 function num(value: unknown): number | null {
   return value === null || value === undefined ? null : Math.round(Number(value) * 10) / 10;
@@ -25,7 +10,7 @@ function num(value: unknown): number | null {
  * queries, whatever the page size). Refunds have no table yet, so refunded_paid_count is exactly 0.
  */
 export async function readListingStats(q: Db, listingIds: string[]): Promise<Map<string, ListingStats>> {
-  const stats = new Map(listingIds.map((id) => [id, { ...EMPTY }]));
+  const stats = new Map(listingIds.map((id) => [id, { ...NO_STATS }]));
   if (listingIds.length === 0) return stats;
   const [invocations, attempts] = await Promise.all([
     q.raw(

@@ -70,6 +70,22 @@ export interface ListingFacts {
   now: Date;
 }
 
+/** A listing never invoked: every counter 0, every latency unknown. */
+export const NO_STATS: ListingStats = {
+  total_invocations: 0,
+  success_count: 0,
+  failure_count: 0,
+  paid_success_count: 0,
+  refunded_paid_count: 0,
+  avg_latency_ms: null,
+  p50_latency_ms: null,
+  p95_latency_ms: null,
+  attempts_30d: 0,
+  successful_attempts_30d: 0,
+  last_invoked_at: null,
+  last_paid_success_at: null,
+};
+
 export const NO_HEALTH: HealthFacts = {
   probe_count_7d: 0,
   probe_success_7d: 0,

@@ -5,6 +5,7 @@ import {
   type ListingStats,
   NO_HEALTH,
   NO_REVIEWS,
+  NO_STATS,
   type SellerFacts,
 } from "../../shared/domain/listing-facts.js";
 import {
@@ -89,21 +90,6 @@ function listingRow(overrides: Partial<ListingRow> = {}): ListingRow {
     ...overrides,
   };
 }
-
-const NO_STATS: ListingStats = {
-  total_invocations: 0,
-  success_count: 0,
-  failure_count: 0,
-  paid_success_count: 0,
-  refunded_paid_count: 0,
-  avg_latency_ms: null,
-  p50_latency_ms: null,
-  p95_latency_ms: null,
-  attempts_30d: 0,
-  successful_attempts_30d: 0,
-  last_invoked_at: null,
-  last_paid_success_at: null,
-};
 
 const SELLER: SellerFacts = {
   id: "22222222-2222-4222-8222-222222222222",
