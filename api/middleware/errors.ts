@@ -4,7 +4,7 @@ import { logger } from "../../shared/log.js";
 import type { AppContext } from "../route.js";
 
 /** Renders an AppError as the one error envelope (README "Error envelope"). */
-export function renderError(ctx: AppContext, error: AppError): void {
+function renderError(ctx: AppContext, error: AppError): void {
   const { spec } = error;
   ctx.status = spec.status;
   // An error that knows when to come back (a rate window's end) says so; else the table's default.

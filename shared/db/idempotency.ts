@@ -10,8 +10,9 @@ export interface IdempotencyRow {
 }
 
 /**
- * Claims (agent, key) for an invocation. Returns the existing row instead when the key was claimed
- * before; a concurrent claimer waits on the unique index until the first transaction ends.
+ * Claims (agent, key) for an invocation. An expired claim is taken over in the same statement (so the
+ * retention holds exactly, whenever the purge runs); a live one is returned instead. A concurrent
+ * claimer waits on the unique index until the first transaction ends.
  */
 export async function claimIdempotencyKey(
   q: Db,
@@ -21,25 +22,14 @@ export async function claimIdempotencyKey(
   const inserted = await q("idempotency_keys")
     .insert({ ...row, expires_at: q.raw(`now() + make_interval(hours => ?)`, [retentionHours]) })
     .onConflict(["agent_id", "key"])
-    .ignore()
+    .merge(["fingerprint", "invocation_id", "created_at", "expires_at"])
+    .where("idempotency_keys.expires_at", "<=", q.fn.now())
     .returning("id");
   if (inserted.length === 1) return { claimed: true };
   const existing = await q<IdempotencyRow>("idempotency_keys")
     .where({ agent_id: row.agent_id, key: row.key })
     .first();
   return { claimed: false, existing: existing! };
-}
-
-/** Live (unexpired) claim for (agent, key), if any. */
-export async function findIdempotencyKey(
-  q: Db,
-  agentId: string,
-  key: string,
-): Promise<IdempotencyRow | undefined> {
-  return q<IdempotencyRow>("idempotency_keys")
-    .where({ agent_id: agentId, key })
-    .andWhere("expires_at", ">", q.fn.now())
-    .first();
 }
 
 export async function deleteExpiredIdempotencyKeys(q: Db): Promise<number> {

@@ -144,11 +144,6 @@ export async function findTransactionByKey(
   return q<LedgerTransactionRow>("ledger_transactions").where({ idempotency_key: idempotencyKey }).first();
 }
 
-/** The capture or release that resolved a hold, if any. */
-export async function findResolution(q: Db, holdId: string): Promise<LedgerTransactionRow | undefined> {
-  return q<LedgerTransactionRow>("ledger_transactions").where({ resolves_transaction_id: holdId }).first();
-}
-
 export interface NewEntry {
   account_id: string;
   amount_micros: bigint;
@@ -202,12 +197,6 @@ export async function entriesOfTransactions(q: Db, transactionIds: string[]): Pr
     .orderBy("e.id")
     .select("e.*", "a.kind", "a.owner_agent_id", "a.currency");
   return rows.map((r) => toEntry<LedgerEntryView>(r));
-}
-
-/** An account's entries in write order. */
-export async function accountEntries(q: Db, accountId: string): Promise<LedgerEntryRow[]> {
-  const rows = await q("ledger_entries").where({ account_id: accountId }).orderBy("id").select("*");
-  return rows.map((r) => toEntry<LedgerEntryRow>(r));
 }
 
 /** How many entries the given accounts have. */

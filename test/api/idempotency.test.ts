@@ -302,3 +302,22 @@ describe("what a key does not save", () => {
     expect(await invocationCount(agent)).toBe(0);
   });
 });
+
+describe("retention", () => {
+  it("an expired key starts a new invocation even before the purge removes it", async () => {
+    const agent = await buildAgent();
+    const key = newKey();
+    const first = await execute(agent, { task: "echo", input: { n: 1 } }, key);
+    expect(first.status).toBe(200);
+    await db()("idempotency_keys")
+      .where({ agent_id: agent.agentId, key })
+      .update({ expires_at: db().raw("now() - interval '1 second'") });
+    const second = await execute(agent, { task: "echo", input: { n: 2 } }, key);
+    expect(second.status).toBe(200);
+    expect(second.headers.get("idempotent-replayed")).toBeNull();
+    expect(second.body.invocation_id).not.toBe(first.body.invocation_id);
+    const third = await execute(agent, { task: "echo", input: { n: 2 } }, key);
+    expect(third.headers.get("idempotent-replayed")).toBe("true");
+    expect(third.body.invocation_id).toBe(second.body.invocation_id);
+  });
+});
