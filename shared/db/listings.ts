@@ -184,12 +184,13 @@ export async function listListingChanges(q: Db, listingId: string): Promise<List
     .orderBy("id")) as ListingChangeRow[];
 }
 
-/** active → retired; the record stays for receipts. False when it was not active. */
-export async function retireListing(q: Db, id: string): Promise<boolean> {
-  const count = await q("listings")
+/** active → retired; the record stays for receipts. The retired row, or undefined when it was not active. */
+export async function retireListing(q: Db, id: string): Promise<ListingRow | undefined> {
+  const [row] = (await q("listings")
     .where({ id, status: "active" })
-    .update({ status: "retired", retired_at: q.fn.now(), updated_at: q.fn.now() });
-  return count === 1;
+    .update({ status: "retired", retired_at: q.fn.now(), updated_at: q.fn.now() })
+    .returning(listingColumns(q) as never)) as ListingRow[];
+  return row;
 }
 
 const COLUMN_NAMES = [

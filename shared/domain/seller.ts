@@ -253,14 +253,14 @@ export async function retireOwnListing(
   const listing = isUuid(listingId) ? await findOwnedListing(db(), listingId, agentId) : undefined;
   if (!listing)
     throw new AppError("LISTING_NOT_FOUND", "no listing with this id among yours", { listing_id: listingId });
-  if (await retireListing(db(), listingId)) {
-    await recordAudit(db(), {
-      actorAgentId: agentId,
-      action: "listing.retired",
-      subjectType: "listing",
-      subjectId: listingId,
-      requestId,
-    });
-  }
-  return (await findOwnedListing(db(), listingId, agentId))!;
+  const retired = await retireListing(db(), listingId);
+  if (!retired) return listing; // already retired: retiring again changes nothing
+  await recordAudit(db(), {
+    actorAgentId: agentId,
+    action: "listing.retired",
+    subjectType: "listing",
+    subjectId: listingId,
+    requestId,
+  });
+  return retired;
 }
