@@ -1,4 +1,5 @@
 import { createPrivateKey } from "node:crypto";
+import { getAddress, isAddress } from "viem";
 import { concurrencyVariable, QUEUE_NAMES, type QueueName } from "./queue-names.js";
 
 /**
@@ -38,6 +39,19 @@ export interface Config {
   healthProbeFailuresToFail: number;
   circuitFailureThreshold: number;
   circuitCooldownMs: number;
+  chainRpcUrl: string | undefined;
+  chainId: number;
+  chainName: string;
+  chainExplorerUrl: string;
+  usdcAddress: `0x${string}`;
+  platformSignerKey: `0x${string}` | undefined;
+  platformAddress: `0x${string}` | undefined;
+  chainConfirmations: number;
+  chainRpcTimeoutMs: number;
+  chainCheckCacheMs: number;
+  adminApiKey: string | undefined;
+  devChain: boolean;
+  devChainPort: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -152,6 +166,46 @@ function ed25519Key(name: string, describe: string) {
       if (type !== "ed25519" || !/^[A-Za-z0-9_-]+$/.test(raw)) {
         throw new Error(`${name} must be an Ed25519 private key as PKCS#8 DER in base64url`);
       }
+      return raw;
+    },
+  } satisfies Setting<string>;
+}
+
+/** An EVM address: 0x and 40 hex digits; mixed case must carry a valid EIP-55 checksum. */
+function address(name: string, def: `0x${string}` | undefined, describe: string) {
+  return {
+    name,
+    default: def,
+    describe,
+    parse(raw: string): `0x${string}` {
+      if (!isAddress(raw, { strict: true })) throw new Error(`${name} must be a checksummed EVM address`);
+      return getAddress(raw);
+    },
+  } satisfies Setting<`0x${string}`>;
+}
+
+/** A secp256k1 private key as 0x and 64 hex digits; a bad value is reported without echoing it. */
+function evmPrivateKey(name: string, describe: string) {
+  return {
+    name,
+    default: undefined,
+    describe,
+    parse(raw: string): `0x${string}` {
+      if (!/^0x[0-9a-fA-F]{64}$/.test(raw)) throw new Error(`${name} must be 0x followed by 64 hex digits`);
+      return raw.toLowerCase() as `0x${string}`;
+    },
+  } satisfies Setting<`0x${string}`>;
+}
+
+/** A shared secret: long enough that guessing is hopeless; never echoed. */
+function secret(name: string, describe: string, minLength: number) {
+  return {
+    name,
+    default: undefined,
+    describe,
+    parse(raw: string): string {
+      if (raw.length < minLength || /\s/.test(raw))
+        throw new Error(`${name} must be at least ${minLength} characters without spaces`);
       return raw;
     },
   } satisfies Setting<string>;
@@ -317,6 +371,61 @@ export const SETTINGS = {
     "how long an open circuit refuses calls before one trial call",
     1,
     24 * 3600 * 1000,
+  ),
+  chainRpcUrl: url(
+    "CHAIN_RPC_URL",
+    undefined,
+    "JSON-RPC of the settlement chain; unset → no rail, paid execution stays off (platform_custody_frozen)",
+    HTTP,
+  ),
+  chainId: int("CHAIN_ID", 8453, "EVM chain id of the settlement chain (8453 = Base)", 1),
+  chainName: str("CHAIN_NAME", "Base", "human name of the settlement chain"),
+  chainExplorerUrl: url("CHAIN_EXPLORER_URL", "https://basescan.org", "block explorer of the chain", HTTP),
+  usdcAddress: address(
+    "USDC_ADDRESS",
+    "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+    "USDC token contract (EIP-3009) on the settlement chain",
+  ),
+  platformSignerKey: evmPrivateKey(
+    "PLATFORM_SIGNER_KEY",
+    "platform hot key that submits settlements and payouts; unset → paid execution stays off",
+  ),
+  platformAddress: address(
+    "PLATFORM_ADDRESS",
+    undefined,
+    "where deposits and x402 payments are paid (default: the signer's address)",
+  ),
+  chainConfirmations: int(
+    "CHAIN_CONFIRMATIONS",
+    3,
+    "blocks (including the transaction's own) before a deposit or payout counts",
+    1,
+    1000,
+  ),
+  chainRpcTimeoutMs: int("CHAIN_RPC_TIMEOUT_MS", 3000, "timeout of one JSON-RPC request", 100, 60000),
+  chainCheckCacheMs: int(
+    "CHAIN_CHECK_CACHE_MS",
+    1000,
+    "how long one live RPC check serves the gate (0 = check on every read)",
+    0,
+    60000,
+  ),
+  adminApiKey: secret(
+    "ADMIN_API_KEY",
+    "bearer secret of the operator API (/api/admin/*); unset → the admin API answers 404",
+    32,
+  ),
+  devChain: bool(
+    "DEV_CHAIN",
+    false,
+    "npm start only: run a local EVM with the test token and enable paid execution on it",
+  ),
+  devChainPort: int(
+    "DEV_CHAIN_PORT",
+    8545,
+    "port of the DEV_CHAIN JSON-RPC on 127.0.0.1 (0 = any)",
+    0,
+    65535,
   ),
 } as const;
 

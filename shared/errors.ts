@@ -109,6 +109,12 @@ export const ERRORS = {
     buyerAction: "use_a_new_idempotency_key_for_a_new_payload",
     fallback: "none",
   },
+  CONFLICT: {
+    status: 409,
+    retryable: false,
+    buyerAction: "read_the_current_state_before_retrying",
+    fallback: "none",
+  },
   NOT_FOUND: { status: 404, retryable: false, buyerAction: "check_the_identifier", fallback: "none" },
   METHOD_NOT_ALLOWED: {
     status: 405,
