@@ -5,6 +5,7 @@ import { jsonBody } from "./middleware/json-body.js";
 import { requestId } from "./middleware/request-id.js";
 import { mountRoutes } from "./mount.js";
 import type { AppState, RouteDef } from "./route.js";
+import { adminRoutes } from "./routes/admin.js";
 import { catalogRoutes } from "./routes/catalog.js";
 import { discoveryRoutes } from "./routes/discovery.js";
 import { executeRoutes } from "./routes/execute.js";
@@ -27,6 +28,7 @@ export function allRoutes(): RouteDef[] {
     ...receiptRoutes,
     ...catalogRoutes,
     ...sellerRoutes,
+    ...adminRoutes,
     ...jwksRoutes,
     ...discoveryRoutes(allRoutes),
   ];

@@ -1,7 +1,7 @@
 import type Router from "@koa/router";
 import type { TSchema } from "@sinclair/typebox";
 import { getConfig } from "../shared/config.js";
-import { authenticate } from "../shared/domain/auth.js";
+import { authenticate, authenticateAdmin } from "../shared/domain/auth.js";
 import { type AppContext, koaPath, Reply, type RouteDef } from "./route.js";
 import { compileResponseCheck, compileValidator } from "./validation.js";
 
@@ -22,6 +22,7 @@ export function mountRoutes(router: Router, routes: RouteDef[]): void {
     router[def.method](koaPath(def.path), async (ctx) => {
       const c = ctx as unknown as AppContext;
       if (def.auth === "key") c.state.auth = await authenticate(c.get("authorization") || undefined);
+      if (def.auth === "admin") authenticateAdmin(c.get("authorization") || undefined);
       const input = {
         params: params ? params({ ...ctx.params }) : undefined,
         query: query ? query({ ...ctx.query }) : undefined,

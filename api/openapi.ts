@@ -37,13 +37,13 @@ function operation(def: RouteDef) {
       content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
     };
   }
-  if (def.auth === "key") responses["401"] ??= errorResponse("UNAUTHORIZED");
+  if (def.auth !== "none") responses["401"] ??= errorResponse("UNAUTHORIZED");
   return {
     operationId: `${def.method}${def.path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
     summary: def.summary,
     ...(def.description ? { description: def.description } : {}),
     tags: [def.tag],
-    ...(def.auth === "key" ? { security: [{ bearerAuth: [] }] } : { security: [] }),
+    security: def.auth === "key" ? [{ bearerAuth: [] }] : def.auth === "admin" ? [{ adminAuth: [] }] : [],
     parameters: [...parameters(def.params, "path"), ...parameters(def.query, "query")],
     ...(def.body
       ? { requestBody: { required: true, content: { "application/json": { schema: plain(def.body) } } } }
@@ -84,6 +84,11 @@ export function buildOpenApi(routes: RouteDef[]) {
           type: "http",
           scheme: "bearer",
           description: "API key from POST /api/quickstart (amk_…)",
+        },
+        adminAuth: {
+          type: "http",
+          scheme: "bearer",
+          description: "operator secret ADMIN_API_KEY; the admin API answers 404 when it is not configured",
         },
       },
       schemas: { ErrorEnvelope: plain(ErrorEnvelope) },

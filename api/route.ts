@@ -52,7 +52,8 @@ export interface RouteDef {
   summary: string;
   description?: string;
   tag: string;
-  auth: "none" | "key";
+  /** none; key = an agent's API key; admin = the operator secret ADMIN_API_KEY (404 when unset). */
+  auth: "none" | "key" | "admin";
   params?: TObject;
   query?: TObject;
   body?: TSchema;

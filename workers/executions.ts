@@ -8,13 +8,16 @@ import {
   finishAttempt,
   finishInvocation,
   insertAttempt,
+  type RunClaim,
   recordSuccess,
 } from "../shared/db/invocations.js";
 import { db } from "../shared/db/knex.js";
 import { allowCall, recordCallOutcome } from "../shared/domain/circuit-breaker.js";
 import { isUuid } from "../shared/domain/ids.js";
+import { retryTransient } from "../shared/domain/ledger.js";
 import { acquireCallSlot } from "../shared/domain/listing-limits.js";
 import { micros } from "../shared/domain/money.js";
+import { releaseForFailure, settleSuccess } from "../shared/domain/paid-invocations.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -43,16 +46,71 @@ export class RunInProgress extends Error {
   }
 }
 
+/**
+ * Ends an invocation as failed, once. When money was held for it, the hold is released with its refund
+ * evidence in the same transaction: a failed call never charges.
+ */
 async function fail(invocationId: string, error: LastFailure): Promise<ExecutionOutcome> {
-  const finished = await finishInvocation(db(), invocationId, {
-    status: "failed",
-    error: {
-      code: error.code,
-      message: error.message,
-      ...(error.retryAfterSeconds ? { retry_after_seconds: error.retryAfterSeconds } : {}),
-    },
-  });
+  const recorded = {
+    code: error.code,
+    message: error.message,
+    ...(error.retryAfterSeconds ? { retry_after_seconds: error.retryAfterSeconds } : {}),
+  };
+  const finished = await retryTransient(() =>
+    db().transaction(async (trx) => {
+      const row = await finishInvocation(trx, invocationId, { status: "failed", error: recorded });
+      const held = row ? micros(row.hold_micros) : 0n;
+      if (row && held > 0n) await releaseForFailure(trx, row, held, recorded);
+      return row;
+    }),
+  );
   return finished ? "failed" : "already_finished";
+}
+
+/**
+ * Records a successful call: the attempt, outcome and receipt in one statement; for paid work, in the
+ * same transaction, the capture of the serving listing's price and the evidence rows.
+ */
+async function succeed(
+  invocation: RunClaim["invocation"],
+  target: CallTarget,
+  attemptId: string,
+  result: Extract<ProviderResult, { ok: true }>,
+): Promise<ExecutionOutcome> {
+  const price = micros(target.price_micros);
+  const record = {
+    attemptId,
+    invocationId: invocation.id,
+    listingId: target.id,
+    amountMicros: price,
+    output: result.output,
+    httpStatus: result.evidence.http_status,
+    latencyMs: result.evidence.latency_ms,
+    evidence: { ...result.evidence, listing_id: target.id, provider_name: target.name },
+  };
+  const held = micros(invocation.hold_micros);
+  const receiptId =
+    held === 0n
+      ? await recordSuccess(db(), record)
+      : await retryTransient(() =>
+          db().transaction(async (trx) => {
+            const id = await recordSuccess(trx, record);
+            if (id) {
+              await settleSuccess(trx, {
+                invocation,
+                attemptId,
+                receiptId: id,
+                listingId: target.id,
+                sellerAgentId: target.seller_id,
+                priceMicros: price,
+                holdMicros: held,
+                providerEvidence: { ...result.evidence },
+              });
+            }
+            return id;
+          }),
+        );
+  return receiptId ? "succeeded" : "already_finished";
 }
 
 function callTimeoutMs(listing: CallTarget): number {
@@ -177,19 +235,7 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
     await recordCallOutcome(target.id, result.ok).catch((err) =>
       logger().warn({ err, listing_id: target.id }, "circuit breaker not updated"),
     );
-    if (result.ok) {
-      const receiptId = await recordSuccess(db(), {
-        attemptId: attempt.id,
-        invocationId: invocation.id,
-        listingId: target.id,
-        amountMicros: micros(target.price_micros),
-        output: result.output,
-        httpStatus: result.evidence.http_status,
-        latencyMs: result.evidence.latency_ms,
-        evidence: { ...result.evidence, listing_id: target.id, provider_name: target.name },
-      });
-      return receiptId ? "succeeded" : "already_finished";
-    }
+    if (result.ok) return succeed(invocation, target, attempt.id, result);
     last = { code: result.code, message: result.message };
     const recorded = await finishAttempt(db(), attempt.id, {
       status: "failed",

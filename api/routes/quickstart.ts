@@ -1,4 +1,5 @@
 import type { Static } from "@sinclair/typebox";
+import { caip2 } from "../../shared/chain/client.js";
 import { getConfig } from "../../shared/config.js";
 import { registerAgent } from "../../shared/domain/agents.js";
 import { QuickstartBody, QuickstartInfo, QuickstartResult } from "../../shared/schemas/quickstart.js";
@@ -15,9 +16,14 @@ function walletSetup() {
   return {
     required_for: "paid tasks only; free tasks such as echo need no wallet",
     paid_execution:
-      "not available on this deployment yet: read GET /market.json availability before any paid action",
-    network: "eip155:8453",
+      "read GET /market.json availability before any paid action: it says whether paid execution is enabled",
+    network: caip2(),
     asset: "USDC (6 decimals)",
+    steps: [
+      "POST /api/crypto/connect {wallet_address} then again with the signed challenge (or POST /api/crypto/wallet for a new key)",
+      "send USDC from that wallet to the platform address (POST /api/wallet/purchase gives exact instructions)",
+      "POST /api/wallet/purchase/verify {tx_hash}; GET /api/wallet shows the credit once confirmed",
+    ],
   };
 }
 
@@ -31,7 +37,7 @@ function sellerActivation() {
       "publish with POST /api/capabilities once you have a concrete endpoint",
     ],
     availability:
-      "seller publishing arrives with the catalog release; these routes may answer 404 until then",
+      "publishing a free listing needs no payment; bonds and paid listings follow the paid-execution gate",
   };
 }
 

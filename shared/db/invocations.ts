@@ -20,6 +20,7 @@ export interface InvocationRow {
   input: Record<string, unknown>;
   max_cost_micros: string | null;
   price_micros: string;
+  hold_micros: string;
   status: InvocationStatus;
   candidate_ids: string[];
   selection: Record<string, unknown> | null;
@@ -54,6 +55,8 @@ export type NewInvocation = Pick<
 > & {
   max_cost_micros: bigint | null;
   price_micros: bigint;
+  /** Held from the buyer for paid work; 0 (the default) for free work. */
+  hold_micros?: bigint;
   /** Ranked fallback order (the chosen listing first); defaults to the listing alone. */
   candidate_ids?: string[];
   selection?: Record<string, unknown>;
@@ -74,6 +77,7 @@ export async function insertInvocationWithJob(
       input: JSON.stringify(row.input),
       max_cost_micros: row.max_cost_micros?.toString() ?? null,
       price_micros: row.price_micros.toString(),
+      hold_micros: (row.hold_micros ?? 0n).toString(),
       candidate_ids: row.candidate_ids ?? [row.listing_id],
       selection: row.selection ? JSON.stringify(row.selection) : null,
     })
@@ -132,13 +136,20 @@ export async function findOwnedInvocation(
   return q<InvocationRow>("invocations").where({ id, agent_id: agentId }).first();
 }
 
-/** running → succeeded|failed, exactly once: false when another worker already finished it. */
+/** What finishing an invocation hands back: who it was for and whether money was held for it. */
+export interface FinishedInvocation {
+  id: string;
+  agent_id: string;
+  hold_micros: string;
+}
+
+/** queued|running → succeeded|failed, exactly once: undefined when another worker already finished it. */
 export async function finishInvocation(
   q: Db,
   id: string,
   outcome: { status: "succeeded"; output: unknown } | { status: "failed"; error: InvocationError },
-): Promise<boolean> {
-  const count = await q("invocations")
+): Promise<FinishedInvocation | undefined> {
+  const [row] = await q("invocations")
     .where({ id })
     .whereIn("status", ["queued", "running"])
     .update({
@@ -146,8 +157,9 @@ export async function finishInvocation(
       output: outcome.status === "succeeded" ? JSON.stringify(outcome.output) : null,
       error: outcome.status === "failed" ? JSON.stringify(outcome.error) : null,
       completed_at: q.fn.now(),
-    });
-  return count === 1;
+    })
+    .returning(["id", "agent_id", "hold_micros"]);
+  return row as FinishedInvocation | undefined;
 }
 
 export async function listAttempts(q: Db, invocationId: string): Promise<AttemptRow[]> {
@@ -202,6 +214,8 @@ export interface CallTarget {
   concurrency_limit: number;
   price_micros: string;
   output_schema: Record<string, unknown> | null;
+  /** null for first-party listings: the platform is the seller. */
+  seller_id: string | null;
 }
 
 export interface AttemptSnapshot {
@@ -252,7 +266,7 @@ export async function claimRun(
                 'id', l.id, 'name', l.name, 'status', l.status, 'endpoint_url', l.endpoint_url,
                 'max_latency_ms', l.max_latency_ms, 'safe_to_retry', l.safe_to_retry, 'rate_limit', l.rate_limit,
                 'concurrency_limit', l.concurrency_limit, 'price_micros', l.price_micros::text,
-                'output_schema', l.output_schema)
+                'output_schema', l.output_schema, 'seller_id', l.seller_id)
               order by c.ord), '[]'::json) as list
          from inv cross join lateral unnest(inv.candidate_ids) with ordinality as c(id, ord)
          join listings l on l.id = c.id

@@ -1,3 +1,5 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { getConfig } from "../config.js";
 import { findApiKeyByHash } from "../db/api-keys.js";
 import { db } from "../db/knex.js";
 import { AppError } from "../errors.js";
@@ -23,4 +25,19 @@ export async function authenticate(header: string | undefined): Promise<Principa
   if (!key) throw new AppError("UNAUTHORIZED", "API key is not recognised");
   if (key.revoked_at) throw new AppError("UNAUTHORIZED", "API key has been revoked");
   return { agentId: key.agent_id, apiKeyId: key.id };
+}
+
+/**
+ * Checks the operator secret for /api/admin/*. With no ADMIN_API_KEY configured the admin API does not
+ * exist (404), so a deployment that never set one exposes nothing. Compared as SHA-256 digests in
+ * constant time, so neither the length nor a prefix of the secret leaks through timing.
+ */
+export function authenticateAdmin(header: string | undefined): void {
+  const secret = getConfig().adminApiKey;
+  if (!secret) throw new AppError("NOT_FOUND", "no such route");
+  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  if (!match) throw new AppError("UNAUTHORIZED", "missing Authorization: Bearer <admin key>");
+  const digest = (value: string) => createHash("sha256").update(value).digest();
+  if (!timingSafeEqual(digest(match[1]!), digest(secret)))
+    throw new AppError("UNAUTHORIZED", "admin key is not recognised");
 }

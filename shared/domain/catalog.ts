@@ -7,7 +7,7 @@ import { findListing, type Lane, type ListingRow, searchListings } from "../db/l
 import { readSellers } from "../db/sellers.js";
 import { AppError } from "../errors.js";
 import type { CatalogQuery } from "../schemas/listings.js";
-import { availability, funding, paidGate } from "./availability.js";
+import { availability, funding, type GateReading, readGate } from "./availability.js";
 import { isUuid } from "./ids.js";
 import { NO_HEALTH, NO_REVIEWS } from "./listing-facts.js";
 import { buildListingRecord } from "./listing-record/index.js";
@@ -19,7 +19,7 @@ const LANES: Record<Lane, string> = {
 };
 
 /** Gathers the facts for a page of listings in a few batched queries and builds their records. */
-export async function listingRecords(rows: ListingRow[]) {
+export async function listingRecords(rows: ListingRow[], reading?: GateReading) {
   const ids = rows.map((r) => r.id);
   const sellerIds = [...new Set(rows.map((r) => r.seller_id).filter((id): id is string => id !== null))];
   const [stats, sellers, health] = await Promise.all([
@@ -28,7 +28,7 @@ export async function listingRecords(rows: ListingRow[]) {
     readHealthFacts(db(), ids),
   ]);
   const { platformId, publicBaseUrl, idempotencyRetentionHours } = getConfig();
-  const gate = paidGate();
+  const gate = reading ?? (await readGate());
   const now = new Date();
   return rows.map((listing) =>
     buildListingRecord(
@@ -38,7 +38,7 @@ export async function listingRecords(rows: ListingRow[]) {
         stats: stats.get(listing.id)!,
         health: health.get(listing.id) ?? NO_HEALTH,
         reviews: NO_REVIEWS,
-        paidGate: gate,
+        paidGate: { enabled: gate.enabled, reason: gate.reason },
         platformId,
         baseUrl: publicBaseUrl,
         now,
@@ -61,8 +61,9 @@ export async function catalogPage(query: Static<typeof CatalogQuery>) {
     offset,
     featuredPerSeller: getConfig().featuredPerSeller,
   });
+  const gate = await readGate();
   return {
-    capabilities: await listingRecords(rows),
+    capabilities: await listingRecords(rows, gate),
     total,
     limit,
     offset,
@@ -79,9 +80,9 @@ export async function catalogPage(query: Static<typeof CatalogQuery>) {
         curated: lane === "featured",
         lanes: LANES,
       },
-      funding: funding(),
+      funding: funding(gate),
     },
-    availability: availability(),
+    availability: await availability(gate),
   };
 }
 

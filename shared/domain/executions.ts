@@ -16,13 +16,16 @@ import { AppError, paidExecutionUnavailable } from "../errors.js";
 import { logger } from "../log.js";
 import { enqueue, getQueueEvents } from "../queues.js";
 import type { Principal } from "./auth.js";
-import { paidGate } from "./availability.js";
+import { assertCustodyOpen, paidGate } from "./availability.js";
 import { openCircuits } from "./circuits.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
 import { isUuid } from "./ids.js";
 import { inputMatches, validateListingInput } from "./json-schema.js";
+import { retryTransient } from "./ledger.js";
+import type { PaidGate } from "./listing-facts.js";
 import { formatUsdc, micros, parseUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
+import { holdForInvocation } from "./paid-invocations.js";
 import { type Candidate, candidateView, type Ranking, rankCandidates } from "./router.js";
 
 /** The router keeps at most this many candidates per invocation (the chosen one and its fallbacks). */
@@ -56,8 +59,7 @@ function maxCost(usdc: number | undefined, path: string): bigint | null {
 }
 
 /** No eligible candidate: 503 when the gate is what stands in the way, else 404 with the reasons. */
-function noCandidate(task: string, ranking: Ranking): AppError {
-  const gate = paidGate();
+function noCandidate(task: string, ranking: Ranking, gate: PaidGate): AppError {
   if (ranking.excluded.some((e) => e.reason === "paid_execution_unavailable") && !gate.enabled) {
     return paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
   }
@@ -79,9 +81,10 @@ export async function submitExecution(
   requestId: string,
 ): Promise<Submission> {
   const maxCostMicros = maxCost(req.maxCostUsdc, "/constraints/max_cost");
-  const ranking = await rankCandidates(req.task, maxCostMicros, paidGate(), openCircuits);
+  const gate = await paidGate();
+  const ranking = await rankCandidates(req.task, maxCostMicros, gate, openCircuits);
   const chosen = ranking.eligible[0];
-  if (!chosen) throw noCandidate(req.task, ranking);
+  if (!chosen) throw noCandidate(req.task, ranking, gate);
   validateListingInput(chosen.listing, req.input);
   const fallbacks = ranking.eligible
     .slice(1)
@@ -96,6 +99,7 @@ export async function submitExecution(
       input: req.input,
       listing: chosen.listing,
       candidateIds: candidates.map((c) => c.listing.id),
+      holdMicros: highestPrice(candidates.map((c) => c.listing)),
       selection: {
         strategy: "ranked_with_fallback",
         reason: "highest score among eligible listings for the task (README: Routing)",
@@ -150,8 +154,10 @@ export async function submitInvoke(
       max_cost_usdc: formatUsdc(maxCostMicros),
     });
   }
-  const gate = paidGate();
-  if (price > 0n && !gate.enabled) throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
+  if (price > 0n) {
+    const gate = await paidGate();
+    if (!gate.enabled) throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
+  }
   validateListingInput(listing, req.input);
   return createInvocation(
     principal,
@@ -161,6 +167,7 @@ export async function submitInvoke(
       input: req.input,
       listing,
       candidateIds: [listing.id],
+      holdMicros: price,
       selection: {
         strategy: "direct_invoke",
         reason: "locked to the requested listing; no fallback",
@@ -181,6 +188,8 @@ interface NewWork {
   input: Record<string, unknown>;
   listing: ListingRow;
   candidateIds: string[];
+  /** What to hold from the buyer: the highest candidate price (0 for free work). */
+  holdMicros: bigint;
   selection: Record<string, unknown>;
   maxCostMicros: bigint | null;
   idempotencyKey: string | undefined;
@@ -188,9 +197,16 @@ interface NewWork {
   fingerprintPayload: unknown;
 }
 
+/** The hold for a set of candidates: the dearest, so a fallback never needs a second hold. */
+function highestPrice(listings: ListingRow[]): bigint {
+  return listings.reduce((max, l) => (micros(l.price_micros) > max ? micros(l.price_micros) : max), 0n);
+}
+
 /**
- * Commits the invocation and its outbox row (and the idempotency claim, in one transaction when a key
- * is given), then enqueues after commit. A key seen before replays (or 409/422) instead.
+ * Commits the invocation and its outbox row — with the idempotency claim and, for paid work, the
+ * custody check and the ledger hold with its authorization evidence, all in one transaction — then
+ * enqueues after commit. A key seen before replays (or 409/422) instead; short funds → 402 and nothing
+ * is written.
  */
 async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
   const invocationId = randomUUID();
@@ -205,25 +221,40 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     input: work.input,
     max_cost_micros: work.maxCostMicros,
     price_micros: micros(work.listing.price_micros),
+    hold_micros: work.holdMicros,
     candidate_ids: work.candidateIds,
     selection: work.selection,
   };
   const key = work.idempotencyKey;
+  const paid = work.holdMicros > 0n;
   let invocation: InvocationRow;
   try {
-    invocation = key
-      ? await db().transaction(async (trx) => {
-          const inserted = await insertInvocationWithJob(trx, row, "executions");
-          // After the invocation row (the key references it); an already-claimed key rolls it back.
-          const claim = await claimIdempotencyKey(
-            trx,
-            { agent_id: principal.agentId, key, fingerprint: print, invocation_id: invocationId },
-            getConfig().idempotencyRetentionHours,
-          );
-          if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
-          return inserted;
-        })
-      : await insertInvocationWithJob(db(), row, "executions");
+    invocation =
+      key || paid
+        ? await retryTransient(() =>
+            db().transaction(async (trx) => {
+              if (paid) await assertCustodyOpen(trx);
+              const inserted = await insertInvocationWithJob(trx, row, "executions");
+              if (key) {
+                // After the invocation row (the key references it); an already-claimed key rolls it back.
+                const claim = await claimIdempotencyKey(
+                  trx,
+                  { agent_id: principal.agentId, key, fingerprint: print, invocation_id: invocationId },
+                  getConfig().idempotencyRetentionHours,
+                );
+                if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
+              }
+              if (paid) {
+                await holdForInvocation(trx, inserted, work.holdMicros, {
+                  listedPriceMicros: micros(work.listing.price_micros),
+                  maxCostMicros: work.maxCostMicros,
+                  route: work.operation,
+                });
+              }
+              return inserted;
+            }),
+          )
+        : await insertInvocationWithJob(db(), row, "executions");
   } catch (error) {
     if (!(error instanceof KeyAlreadyClaimed)) throw error;
     const original = await findInvocation(db(), error.existing.invocation_id);

@@ -1,6 +1,8 @@
 import { getConfig } from "../config.js";
+import { type EvidenceRow, listEvidence } from "../db/evidence.js";
 import {
   type AttemptRow,
+  findInvocation,
   findOwnedInvocation,
   type InvocationRow,
   type InvocationSummary,
@@ -12,6 +14,7 @@ import { findOwnedReceipt, findReceiptForInvocation } from "../db/receipts.js";
 import { AppError, ERRORS, type ErrorCode } from "../errors.js";
 import { isUuid } from "./ids.js";
 import { formatUsdc, micros } from "./money.js";
+import { paymentView } from "./paid-invocations.js";
 
 function links(invocationId: string, receiptId: string | null) {
   const base = getConfig().publicBaseUrl;
@@ -32,11 +35,24 @@ function cost(invocation: InvocationRow, receiptAmountMicros: string | null | un
   };
 }
 
-/** Settlement is its own evidence state (DESIGN §4): free work has none, and says why. */
-function settlement(invocation: InvocationRow) {
-  return micros(invocation.price_micros) === 0n
-    ? { state: null, null_reason: "free_listing_no_settlement" }
-    : { state: null, null_reason: "no_settlement_evidence_recorded" };
+/**
+ * Settlement is its own evidence state (DESIGN §4): free work has none; a paid router call settles in the
+ * ledger (capture or release of its hold), each with an evidence row; nothing is reported without one.
+ */
+function settlement(invocation: InvocationRow, evidence: EvidenceRow[]) {
+  if (micros(invocation.hold_micros) === 0n)
+    return { state: null, null_reason: "free_listing_no_settlement" };
+  const capture = evidence.find((e) => e.state === "capture");
+  const refund = evidence.find((e) => e.state === "refund");
+  const row = capture ?? refund;
+  if (!row) return { state: null, null_reason: "hold_not_resolved_yet" };
+  return {
+    state: capture ? ("captured" as const) : ("released" as const),
+    rail: "ledger",
+    ledger_transaction_id: row.source_ref,
+    at: row.created_at.toISOString(),
+    null_reason: null,
+  };
 }
 
 function attemptView(a: AttemptRow) {
@@ -126,9 +142,10 @@ export async function invocationStatus(agentId: string, invocationId: string) {
     throw new AppError("NOT_FOUND", "no invocation with this id for this agent", {
       invocation_id: invocationId,
     });
-  const [attempts, receipt] = await Promise.all([
+  const [attempts, receipt, evidence] = await Promise.all([
     listAttempts(db(), invocation.id),
     findReceiptForInvocation(db(), invocation.id),
+    listEvidence(db(), "invocation", invocation.id),
   ]);
   return {
     invocation_id: invocation.id,
@@ -151,7 +168,8 @@ export async function invocationStatus(agentId: string, invocationId: string) {
           ? "receipt_not_recorded"
           : "invocation_not_finished",
     cost: cost(invocation, receipt?.amount_micros),
-    settlement: settlement(invocation),
+    payment: paymentView(micros(invocation.hold_micros), micros(invocation.price_micros), evidence),
+    settlement: settlement(invocation, evidence),
     ...links(invocation.id, receipt?.id ?? null),
   };
 }
@@ -161,7 +179,13 @@ export async function receiptView(agentId: string, receiptId: string) {
   const receipt = isUuid(receiptId) ? await findOwnedReceipt(db(), receiptId, agentId) : undefined;
   if (!receipt)
     throw new AppError("NOT_FOUND", "no receipt with this id for this agent", { receipt_id: receiptId });
-  const listing = await findListing(db(), receipt.listing_id);
+  const [listing, invocation, evidence] = await Promise.all([
+    findListing(db(), receipt.listing_id),
+    findInvocation(db(), receipt.invocation_id),
+    listEvidence(db(), "invocation", receipt.invocation_id),
+  ]);
+  const hold = invocation ? micros(invocation.hold_micros) : 0n;
+  const payment = paymentView(hold, micros(receipt.amount_micros), evidence);
   return {
     receipt_id: receipt.id,
     schema: `${getConfig().platformId}.receipt.v1`,
@@ -172,14 +196,22 @@ export async function receiptView(agentId: string, receiptId: string) {
     outcome: "succeeded" as const,
     amount_usdc: formatUsdc(micros(receipt.amount_micros)),
     currency: receipt.currency,
+    split:
+      "seller_share_usdc" in payment && payment.seller_share_usdc !== null
+        ? {
+            seller_share_usdc: payment.seller_share_usdc,
+            platform_fee_usdc: payment.platform_fee_usdc,
+            platform_fee_rate: 0.03,
+            rule: "fee = floor(amount × 3 / 100) in micro-USDC; the seller gets the rest",
+          }
+        : null,
+    split_null_reason:
+      "seller_share_usdc" in payment && payment.seller_share_usdc !== null ? null : "nothing_captured",
     provider_evidence: receipt.provider_evidence,
-    settlement: {
-      state: null,
-      null_reason:
-        micros(receipt.amount_micros) === 0n
-          ? "free_listing_no_settlement"
-          : "no_settlement_evidence_recorded",
-    },
+    payment,
+    settlement: invocation
+      ? settlement(invocation, evidence)
+      : { state: null, null_reason: "invocation_not_found" },
     created_at: receipt.created_at.toISOString(),
     status_url: links(receipt.invocation_id, null).status_url,
   };

@@ -110,26 +110,37 @@ async function requireHold(holdKey: string, trx: Knex.Transaction | undefined): 
 }
 
 /**
- * Captures a whole hold on success: held → seller payable (amount − fee) and platform revenue (fee =
+ * Captures a hold on success: held → seller payable (amount − fee) and platform revenue (fee =
  * floor(amount × 3 / 100)). A null seller is a platform-owned first-party listing: both parts go to
- * platform revenue, still as two entries so the split stays visible. Throws HoldAlreadyResolvedError
- * when the hold was already captured or released under another key.
+ * platform revenue, still as two entries so the split stays visible. captureMicros (default: the whole
+ * hold, never more) captures part of it — a fallback cheaper than the hold — and returns the rest to the
+ * buyer's available funds in the same transaction. Throws HoldAlreadyResolvedError when the hold was
+ * already captured or released under another key.
  */
 export async function captureHold(
-  r: HoldResolution & { sellerAgentId: string | null },
+  r: HoldResolution & { sellerAgentId: string | null; captureMicros?: bigint },
   trx?: Knex.Transaction,
-): Promise<CaptureResult> {
+): Promise<CaptureResult & { capturedMicros: bigint; returnedMicros: bigint }> {
   const hold = await requireHold(r.holdKey, trx);
-  const { feeMicros, sellerMicros } = platformSplit(hold.amountMicros);
+  const captured = r.captureMicros ?? hold.amountMicros;
+  requirePositive(captured);
+  if (captured > hold.amountMicros) {
+    throw new Error(`cannot capture ${captured} from a hold of ${hold.amountMicros} (${r.holdKey})`);
+  }
+  const returned = hold.amountMicros - captured;
+  const { feeMicros, sellerMicros } = platformSplit(captured);
   const held = await accountFor(hold.agentId, "agent_held", hold.currency, trx);
   const revenue = await platformAccount("platform_revenue", hold.currency, trx);
   const seller = r.sellerAgentId
     ? await accountFor(r.sellerAgentId, "seller_payable", hold.currency, trx)
     : revenue;
+  const available =
+    returned > 0n ? await accountFor(hold.agentId, "agent_available", hold.currency, trx) : undefined;
   const legs: LedgerLeg[] = [
     { account: held, amountMicros: -hold.amountMicros },
     { account: seller, amountMicros: sellerMicros },
     { account: revenue, amountMicros: feeMicros },
+    ...(available ? [{ account: available, amountMicros: returned }] : []),
   ].filter((leg) => leg.amountMicros !== 0n);
   const result = await postTransaction(
     {
@@ -144,11 +155,12 @@ export async function captureHold(
         seller_agent_id: r.sellerAgentId,
         fee_micros: feeMicros.toString(),
         seller_micros: sellerMicros.toString(),
+        returned_micros: returned.toString(),
       },
     },
     trx,
   );
-  return { ...result, feeMicros, sellerMicros };
+  return { ...result, feeMicros, sellerMicros, capturedMicros: captured, returnedMicros: returned };
 }
 
 /** Voids a whole hold on failure (held → available). Throws HoldAlreadyResolvedError like a capture. */

@@ -10,7 +10,7 @@ const FORMULA =
 /** GET /api/execute/match: the eligible providers for a task in the order execute would try them. */
 export async function matchProviders(task: string, maxCostUsdc: number | undefined) {
   const maxCostMicros = maxCostUsdc === undefined ? null : parseUsdc(maxCostUsdc, "/query/max_cost");
-  const ranking = await rankCandidates(task, maxCostMicros, paidGate(), openCircuits);
+  const ranking = await rankCandidates(task, maxCostMicros, await paidGate(), openCircuits);
   return {
     task,
     max_cost_usdc: maxCostMicros === null ? null : formatUsdc(maxCostMicros),

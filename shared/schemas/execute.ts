@@ -88,7 +88,61 @@ export const ExecutePending = Type.Object({
   status_url: Type.String(),
 });
 
-const Settlement = Type.Object({ state: Type.Null(), null_reason: Type.String() });
+/** Ledger settlement of a paid call (capture or release of its hold), or null with the reason. */
+const Settlement = Type.Union([
+  Type.Object({ state: Type.Null(), null_reason: Type.String() }),
+  Type.Object({
+    state: Type.Union([Type.Literal("captured"), Type.Literal("released")]),
+    rail: Type.Literal("ledger"),
+    ledger_transaction_id: Nullable(Type.String()),
+    at: Timestamp,
+    null_reason: Type.Null(),
+  }),
+]);
+
+/** One evidence state as recorded (payment_evidence), or null with its *_null_reason beside it. */
+const EvidenceState = Nullable(
+  Type.Object({
+    at: Timestamp,
+    source: Type.String(),
+    source_ref: Nullable(Type.String()),
+    amount_usdc: Nullable(UsdcAmount),
+    details: Type.Record(Type.String(), Type.Unknown()),
+  }),
+);
+
+const EVIDENCE_NAMES = ["authorization", "execution", "capture", "refund", "outcome"] as const;
+
+/** What a paid call held, charged and returned — every amount from an evidence row. */
+export const Payment = Type.Union([
+  Type.Object({
+    requires_payment: Type.Literal(false),
+    currency: Type.Literal("USDC"),
+    listed_price_usdc: UsdcAmount,
+    null_reason: Type.String(),
+  }),
+  Type.Object({
+    requires_payment: Type.Literal(true),
+    currency: Type.Literal("USDC"),
+    listed_price_usdc: UsdcAmount,
+    held_usdc: UsdcAmount,
+    charged_usdc: UsdcAmount,
+    seller_share_usdc: Nullable(UsdcAmount),
+    platform_fee_usdc: Nullable(UsdcAmount),
+    refunded_usdc: Nullable(UsdcAmount),
+    state: Nullable(Type.Union([Type.Literal("held"), Type.Literal("captured"), Type.Literal("released")])),
+    evidence: Type.Object(
+      Object.fromEntries(
+        EVIDENCE_NAMES.flatMap((name) => [
+          [name, EvidenceState],
+          [`${name}_null_reason`, Nullable(Type.String())],
+        ]),
+      ),
+    ),
+    onchain_settlement: Type.Null(),
+    onchain_settlement_null_reason: Type.String(),
+  }),
+]);
 
 export const InvocationStatus = Type.Object({
   invocation_id: Uuid,
@@ -122,6 +176,7 @@ export const InvocationStatus = Type.Object({
   receipt_id: Nullable(Uuid),
   receipt_null_reason: Nullable(Type.String()),
   cost: Cost,
+  payment: Payment,
   settlement: Settlement,
   status_url: Type.String(),
   receipt_url: Nullable(Type.String()),
@@ -137,7 +192,17 @@ export const Receipt = Type.Object({
   outcome: Type.Literal("succeeded"),
   amount_usdc: UsdcAmount,
   currency: Type.String(),
+  split: Nullable(
+    Type.Object({
+      seller_share_usdc: UsdcAmount,
+      platform_fee_usdc: Nullable(UsdcAmount),
+      platform_fee_rate: Type.Number(),
+      rule: Type.String(),
+    }),
+  ),
+  split_null_reason: Nullable(Type.String()),
   provider_evidence: Type.Record(Type.String(), Type.Unknown()),
+  payment: Payment,
   settlement: Settlement,
   created_at: Timestamp,
   status_url: Type.String(),

@@ -36,12 +36,14 @@ describe("GET /openapi.json", () => {
     expect(documented.sort()).toEqual(routes.map((r) => `${r.method} ${r.path}`).sort());
   });
 
-  it("marks every key route with bearerAuth and a 401 response, and key-less routes with no security", () => {
+  it("marks every key route with bearerAuth, admin routes with adminAuth, both with a 401 response, and key-less routes with no security", () => {
     expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: "http", scheme: "bearer" });
+    expect(doc.components.securitySchemes.adminAuth).toMatchObject({ type: "http", scheme: "bearer" });
     for (const route of allRoutes()) {
       const op = doc.paths[route.path][route.method];
-      if (route.auth === "key") {
-        expect(op.security, `${route.method} ${route.path}`).toEqual([{ bearerAuth: [] }]);
+      if (route.auth !== "none") {
+        const scheme = route.auth === "key" ? "bearerAuth" : "adminAuth";
+        expect(op.security, `${route.method} ${route.path}`).toEqual([{ [scheme]: [] }]);
         expect(op.responses["401"], `${route.method} ${route.path}`).toBeDefined();
         expect(op.responses["401"].content["application/json"].schema.$ref).toBe(
           "#/components/schemas/ErrorEnvelope",
