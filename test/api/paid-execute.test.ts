@@ -1,0 +1,489 @@
+import { randomBytes } from "node:crypto";
+import { generatePrivateKey } from "viem/accounts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalChain, startLocalChain } from "../../shared/chain/local-chain.js";
+import { getConfig, overrideConfig } from "../../shared/config.js";
+import { db } from "../../shared/db/knex.js";
+import { resetGateCache } from "../../shared/domain/availability.js";
+import { balances, platformAccount } from "../../shared/domain/ledger.js";
+import { creditDeposit } from "../../shared/domain/ledger-flows.js";
+import { parseUsdc } from "../../shared/domain/money.js";
+import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
+import { api, errorCode } from "../helpers/http.js";
+import { useOwnDatabase } from "../helpers/own-database.js";
+import { json, startSeller, type TestSeller } from "../helpers/seller.js";
+import { startService, type TestService } from "../helpers/service.js";
+
+// Paid router calls on a live gate: a local chain answers the RPC check, a platform signer is set, and
+// custody is open. This file has a database of its own: it freezes custody (platform-wide state) and
+// counts every row of the money tables.
+
+const ADMIN_KEY = `admin-${randomBytes(24).toString("hex")}`;
+let ownDb: Awaited<ReturnType<typeof useOwnDatabase>>;
+let chain: LocalChain;
+let service: TestService;
+let okSeller: TestSeller;
+let brokenSeller: TestSeller;
+let sellerAgent: TestAgent;
+
+const usdc = (n: number) => parseUsdc(n, "/test");
+const taskName = () => `paid-${randomBytes(4).toString("hex")}`;
+
+async function fund(agent: TestAgent, amount: number): Promise<void> {
+  await creditDeposit({
+    agentId: agent.agentId,
+    currency: "USDC",
+    amountMicros: usdc(amount),
+    reference: { type: "test", id: agent.agentId },
+    idempotencyKey: `test:fund:${randomBytes(8).toString("hex")}`,
+  });
+}
+
+async function funded(amount: number): Promise<TestAgent> {
+  const agent = await buildAgent();
+  await fund(agent, amount);
+  return agent;
+}
+
+/** Rows of every table a paid request may write. */
+async function moneyRowCounts(): Promise<Record<string, number>> {
+  const tables = [
+    "invocations",
+    "invocation_attempts",
+    "receipts",
+    "job_outbox",
+    "idempotency_keys",
+    "ledger_transactions",
+    "ledger_entries",
+    "payment_evidence",
+  ];
+  const counts: Record<string, number> = {};
+  for (const t of tables) {
+    const [row] = await db()(t).count({ n: "*" });
+    counts[t] = Number(row!.n);
+  }
+  return counts;
+}
+
+async function revenue(): Promise<bigint> {
+  return (await platformAccount("platform_revenue", "USDC")).balance_micros;
+}
+
+beforeAll(async () => {
+  ownDb = await useOwnDatabase("paid");
+  chain = await startLocalChain();
+  overrideConfig({
+    chainRpcUrl: chain.rpcUrl,
+    chainId: chain.chainId,
+    usdcAddress: chain.tokenAddress,
+    platformSignerKey: generatePrivateKey(),
+    adminApiKey: ADMIN_KEY,
+  });
+  service = await startService();
+  okSeller = await startSeller((call, res) => json(res, 200, { success: true, output: { got: call.body } }));
+  brokenSeller = await startSeller((_call, res) => json(res, 500, { error: "boom" }));
+  sellerAgent = await buildAgent("seller");
+});
+
+afterAll(async () => {
+  await okSeller?.close();
+  await brokenSeller?.close();
+  await service?.stop();
+  await chain?.stop();
+  await ownDb?.drop();
+});
+
+describe("the gate with a live rail", () => {
+  it("market.json reports paid execution enabled and custody active", async () => {
+    const res = await api("GET", "/market.json");
+    expect(res.body.availability).toMatchObject({
+      status: "available",
+      paid_execution: "enabled",
+      reason: null,
+      custody: { status: "active", authoritative: true, authority_read_ok: true },
+    });
+    expect(res.body.marketplace_info.funding).toEqual({ status: "available", reason: null });
+  });
+
+  it("names the reason when the RPC is down, on the wrong chain, or there is no signer", async () => {
+    const config = getConfig();
+    const cases: [Partial<typeof config>, string][] = [
+      [{ chainRpcUrl: "http://127.0.0.1:9" }, "settlement_rpc_unreachable"],
+      [{ chainId: 8453 }, "settlement_chain_mismatch"],
+      [{ platformSignerKey: undefined }, "settlement_signer_not_configured"],
+      [{ chainRpcUrl: undefined }, "platform_custody_frozen"],
+    ];
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.1,
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+    try {
+      for (const [change, reason] of cases) {
+        overrideConfig({ ...config, ...change });
+        resetGateCache();
+        const market = await api("GET", "/market.json");
+        expect(market.body.availability, reason).toMatchObject({
+          paid_execution: "temporarily_unavailable",
+          reason,
+        });
+        const before = await moneyRowCounts();
+        const res = await api("POST", `/api/invoke/${listing.id}`, {
+          key: buyer.apiKey,
+          body: { input: {} },
+        });
+        expect(res.status, reason).toBe(503);
+        expect(res.body.error.details).toMatchObject({ status: "temporarily_unavailable", reason });
+        expect(await moneyRowCounts()).toEqual(before);
+      }
+    } finally {
+      overrideConfig(config);
+      resetGateCache();
+    }
+    expect((await api("GET", "/market.json")).body.availability.paid_execution).toBe("enabled");
+  });
+});
+
+describe("paid direct invoke", () => {
+  it("holds, calls, captures 97/3 and shows the split on the receipt and in the balances", async () => {
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.1,
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+    const sellerBefore = await balances(sellerAgent.agentId, "USDC");
+    const revenueBefore = await revenue();
+
+    const res = await api("POST", `/api/invoke/${listing.id}`, {
+      key: buyer.apiKey,
+      body: { input: { q: 1 } },
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.cost).toMatchObject({ amount_usdc: "0.100000", charged: true });
+
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.9), held: 0n });
+    const sellerAfter = await balances(sellerAgent.agentId, "USDC");
+    expect(sellerAfter.payable - sellerBefore.payable).toBe(97_000n);
+    expect((await revenue()) - revenueBefore).toBe(3_000n);
+
+    const receipt = await api("GET", `/api/commerce/receipts/${res.body.receipt_id}`, { key: buyer.apiKey });
+    expect(receipt.body).toMatchObject({
+      amount_usdc: "0.100000",
+      split: { seller_share_usdc: "0.097000", platform_fee_usdc: "0.003000", platform_fee_rate: 0.03 },
+      settlement: { state: "captured", rail: "ledger" },
+      payment: {
+        state: "captured",
+        charged_usdc: "0.100000",
+        held_usdc: "0.100000",
+        refunded_usdc: "0.000000",
+      },
+    });
+
+    const status = await api("GET", `/api/execute/status/${res.body.invocation_id}`, { key: buyer.apiKey });
+    const evidence = status.body.payment.evidence;
+    for (const state of ["authorization", "execution", "capture", "outcome"]) {
+      expect(evidence[state], state).not.toBeNull();
+      expect(evidence[`${state}_null_reason`], state).toBeNull();
+    }
+    expect(evidence.refund).toBeNull();
+    expect(evidence.refund_null_reason).toBe("captured_not_refunded");
+    expect(evidence.authorization.source).toBe("ledger_hold");
+    expect(evidence.capture).toMatchObject({ source: "ledger_capture", amount_usdc: "0.100000" });
+    expect(evidence.execution.source).toBe("provider_response");
+
+    const rows = await db()("payment_evidence")
+      .where({ invocation_id: res.body.invocation_id })
+      .select("state");
+    expect(rows.map((r) => r.state).sort()).toEqual(["authorization", "capture", "execution", "outcome"]);
+  });
+
+  it("answers 402 with what to do when the balance is short, and writes nothing", async () => {
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.5,
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(0.2);
+    const before = await moneyRowCounts();
+    const res = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } });
+    expect(res.status).toBe(402);
+    expect(errorCode(res)).toBe("PAYMENT_REQUIRED");
+    expect(res.body.error.details).toMatchObject({ required_usdc: "0.500000", available_usdc: "0.200000" });
+    expect(res.body.error.details.what_to_do.join(" ")).toMatch(/wallet\/purchase/);
+    expect(await moneyRowCounts()).toEqual(before);
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.2), held: 0n });
+  });
+
+  it("releases the hold when the provider fails: nothing charged, refund evidence, no receipt", async () => {
+    const listing = await buildListing({
+      endpointUrl: brokenSeller.url,
+      price: 0.25,
+      sellerId: sellerAgent.agentId,
+      safeToRetry: false,
+    });
+    const buyer = await funded(1);
+    const res = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } });
+    expect(res.status).toBe(502);
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(1), held: 0n });
+    const status = await api("GET", `/api/execute/status/${res.body.error.details.invocation_id}`, {
+      key: buyer.apiKey,
+    });
+    expect(status.body).toMatchObject({
+      status: "failed",
+      receipt_id: null,
+      settlement: { state: "released", rail: "ledger" },
+      payment: {
+        state: "released",
+        charged_usdc: "0.000000",
+        refunded_usdc: "0.250000",
+        seller_share_usdc: null,
+      },
+    });
+    expect(status.body.payment.evidence.refund).toMatchObject({
+      source: "ledger_release",
+      amount_usdc: "0.250000",
+    });
+    expect(status.body.payment.evidence.capture).toBeNull();
+    expect(status.body.payment.evidence.capture_null_reason).toBe("released_not_captured");
+  });
+
+  it("refuses a price above max_cost before holding anything", async () => {
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.3,
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+    const before = await moneyRowCounts();
+    const res = await api("POST", `/api/invoke/${listing.id}`, {
+      key: buyer.apiKey,
+      body: { input: {}, max_cost: 0.1 },
+    });
+    expect(res.status).toBe(422);
+    expect(res.body.error.details.reason).toBe("over_max_cost");
+    expect(await moneyRowCounts()).toEqual(before);
+  });
+
+  it("N parallel paid calls against a balance that covers 3: exactly 3 run, the rest are 402", async () => {
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.3,
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } }),
+      ),
+    );
+    const statuses = results.map((r) => r.status).sort();
+    expect(statuses.filter((s) => s === 200)).toHaveLength(3);
+    expect(statuses.filter((s) => s === 402)).toHaveLength(7);
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.1), held: 0n });
+  });
+
+  it("an idempotent replay of a paid call holds and charges once", async () => {
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.2,
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+    const body = { input: { n: 1 }, idempotency_key: `k-${randomBytes(6).toString("hex")}` };
+    const first = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body });
+    const second = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body });
+    expect(first.status).toBe(200);
+    expect(second.status).toBe(200);
+    expect(second.body.invocation_id).toBe(first.body.invocation_id);
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.8), held: 0n });
+  });
+});
+
+describe("paid execute with fallback", () => {
+  it("charges only the attempt that served, at its own price, and returns the rest of the hold", async () => {
+    const task = taskName();
+    const dear = await buildListing({
+      endpointUrl: brokenSeller.url,
+      price: 0.2,
+      tags: [task],
+      sellerId: sellerAgent.agentId,
+      verificationStatus: "verified",
+    });
+    const other = await buildAgent("seller");
+    const cheap = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.05,
+      tags: [task],
+      sellerId: other.agentId,
+    });
+    const buyer = await funded(1);
+    const res = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(res.status).toBe(200);
+    expect(res.body.provider.listing_id).toBe(cheap.id);
+    expect(res.body.provider.selection_reason).toBe("fallback_after_higher_ranked_candidate_failed");
+    expect(res.body.cost.amount_usdc).toBe("0.050000");
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.95), held: 0n });
+    expect((await balances(other.agentId, "USDC")).payable).toBe(48_500n);
+
+    const status = await api("GET", `/api/execute/status/${res.body.invocation_id}`, { key: buyer.apiKey });
+    expect(status.body.attempts.map((a: { listing_id: string }) => a.listing_id)).toEqual([
+      dear.id,
+      cheap.id,
+    ]);
+    expect(status.body.payment).toMatchObject({
+      held_usdc: "0.200000",
+      charged_usdc: "0.050000",
+      refunded_usdc: "0.150000",
+      seller_share_usdc: "0.048500",
+      platform_fee_usdc: "0.001500",
+    });
+    const captures = await db()("ledger_transactions").where({
+      reference_id: res.body.invocation_id,
+      kind: "capture",
+    });
+    expect(captures).toHaveLength(1);
+  });
+
+  it("releases everything when every candidate fails", async () => {
+    const task = taskName();
+    await buildListing({
+      endpointUrl: brokenSeller.url,
+      price: 0.1,
+      tags: [task],
+      sellerId: sellerAgent.agentId,
+    });
+    await buildListing({
+      endpointUrl: brokenSeller.url,
+      price: 0.15,
+      tags: [task],
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+    const res = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(res.status).toBe(502);
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(1), held: 0n });
+  });
+});
+
+describe("custody freeze (admin API)", () => {
+  it("is 401 without the admin key and 404 when no admin key is configured", async () => {
+    expect((await api("GET", "/api/admin/custody")).status).toBe(401);
+    expect((await api("GET", "/api/admin/custody", { key: "wrong" })).status).toBe(401);
+    const buyer = await buildAgent();
+    expect((await api("GET", "/api/admin/custody", { key: buyer.apiKey })).status).toBe(401);
+    const config = getConfig();
+    overrideConfig({ ...config, adminApiKey: undefined });
+    try {
+      expect((await api("GET", "/api/admin/custody", { key: ADMIN_KEY })).status).toBe(404);
+    } finally {
+      overrideConfig(config);
+    }
+  });
+
+  it("frozen: every paid route answers 503 with zero rows changed, free routes keep working; unfreeze restores", async () => {
+    const task = taskName();
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.1,
+      tags: [task],
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+
+    const frozen = await api("POST", "/api/admin/custody/freeze", {
+      key: ADMIN_KEY,
+      body: { reason: "incident drill" },
+    });
+    expect(frozen.status).toBe(200);
+    expect(frozen.body).toMatchObject({
+      custody: { frozen: true, reason: "incident drill" },
+      paid_execution: "temporarily_unavailable",
+      reason: "platform_custody_frozen",
+    });
+    expect(frozen.body.audit[0]).toMatchObject({ action: "custody.freeze", data: { changed: true } });
+
+    try {
+      const market = await api("GET", "/market.json");
+      expect(market.body.availability).toMatchObject({
+        status: "read_only",
+        paid_execution: "temporarily_unavailable",
+        reason: "platform_custody_frozen",
+        custody: { status: "frozen" },
+      });
+      const before = await moneyRowCounts();
+      const paidCalls = [
+        api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } }),
+        api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } }),
+        api("POST", "/api/execute", {
+          key: buyer.apiKey,
+          body: { task, input: {}, idempotency_key: "frozen-1" },
+        }),
+      ];
+      for (const res of await Promise.all(paidCalls)) {
+        expect(res.status).toBe(503);
+        expect(errorCode(res)).toBe("TEMPORARILY_UNAVAILABLE");
+        expect(res.body.error.details.reason).toBe("platform_custody_frozen");
+      }
+      expect(await moneyRowCounts()).toEqual(before);
+      expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(1), held: 0n });
+
+      const echo = await api("POST", "/api/execute", {
+        key: buyer.apiKey,
+        body: { task: "echo", input: { message: "still free" } },
+      });
+      expect(echo.status).toBe(200);
+      expect((await api("GET", "/api/capabilities")).status).toBe(200);
+      expect((await api("GET", "/api/health")).status).toBe(200);
+    } finally {
+      const open = await api("POST", "/api/admin/custody/unfreeze", {
+        key: ADMIN_KEY,
+        body: { reason: "drill over" },
+      });
+      expect(open.status).toBe(200);
+      expect(open.body.paid_execution).toBe("enabled");
+    }
+    const again = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } });
+    expect(again.status).toBe(200);
+
+    const audit = await db()("audit_events").where({ subject_type: "platform_settings" }).orderBy("id");
+    expect(audit.map((a) => a.action).slice(-2)).toEqual(["custody.freeze", "custody.unfreeze"]);
+    expect(audit.at(-1).data).toMatchObject({
+      reason: "drill over",
+      before: { frozen: true },
+      after: { frozen: false },
+    });
+  });
+
+  it("a freeze racing paid calls: every call either holds and runs or is refused having written nothing", async () => {
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.01,
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+    const calls = Array.from({ length: 20 }, () =>
+      api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } }),
+    );
+    const freeze = api("POST", "/api/admin/custody/freeze", { key: ADMIN_KEY, body: { reason: "race" } });
+    const [results, frozen] = await Promise.all([Promise.all(calls), freeze]);
+    try {
+      expect(frozen.status).toBe(200);
+      for (const r of results) expect([200, 503]).toContain(r.status);
+      const ran = results.filter((r) => r.status === 200).length;
+      const invocations = await db()("invocations").where({ agent_id: buyer.agentId });
+      expect(invocations).toHaveLength(ran);
+      const holds = await db()("ledger_transactions")
+        .join("invocations", "invocations.id", db().raw("ledger_transactions.reference_id::uuid"))
+        .where({ "ledger_transactions.kind": "hold", "invocations.agent_id": buyer.agentId })
+        .select("ledger_transactions.created_at");
+      expect(holds.length).toBe(ran);
+      expect(await balances(buyer.agentId, "USDC")).toMatchObject({
+        available: usdc(1) - 10_000n * BigInt(ran),
+      });
+    } finally {
+      await api("POST", "/api/admin/custody/unfreeze", { key: ADMIN_KEY, body: { reason: "race over" } });
+    }
+  });
+});
