@@ -77,6 +77,7 @@ export async function insertInvocation(q: Db, row: NewInvocation): Promise<Invoc
       input: JSON.stringify(row.input) as never,
       max_cost_micros: row.max_cost_micros?.toString() ?? null,
       price_micros: row.price_micros.toString(),
+      hold_micros: (row.hold_micros ?? 0n).toString(),
       candidate_ids: row.candidate_ids ?? [row.listing_id],
       selection: row.selection ? JSON.stringify(row.selection) : null,
     } as never)
