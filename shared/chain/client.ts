@@ -72,8 +72,11 @@ function clients(): { pub: PublicClient; chain: Chain } {
   const key = cacheKey(s, config.chainRpcTimeoutMs);
   if (cached?.key !== key) {
     const chain = viemChain(s);
+    // cacheTime 0: confirmation counts and the gate's check must see the chain as it is now, not a
+    // block number viem cached up to a polling interval ago.
     const pub = createPublicClient({
       chain,
+      cacheTime: 0,
       transport: http(s.rpcUrl, { timeout: config.chainRpcTimeoutMs, retryCount: 1 }),
     }) as PublicClient;
     cached = { key, pub, chain };
