@@ -1,21 +1,31 @@
 import Router from "@koa/router";
 import Koa from "koa";
+import { getConfig } from "../shared/config.js";
 import { errors } from "./middleware/errors.js";
 import { jsonBody } from "./middleware/json-body.js";
 import { requestId } from "./middleware/request-id.js";
 import { mountRoutes } from "./mount.js";
 import type { AppState, RouteDef } from "./route.js";
 import { adminRoutes } from "./routes/admin.js";
+import { approvalRoutes } from "./routes/approvals.js";
 import { catalogRoutes } from "./routes/catalog.js";
+import { cryptoRoutes } from "./routes/crypto.js";
+import { devRoutes } from "./routes/dev.js";
 import { discoveryRoutes } from "./routes/discovery.js";
 import { executeRoutes } from "./routes/execute.js";
 import { jwksRoutes } from "./routes/jwks.js";
+import { keyRoutes } from "./routes/keys.js";
 import { quickstartRoutes } from "./routes/quickstart.js";
 import { receiptRoutes } from "./routes/receipts.js";
 import { sellerRoutes } from "./routes/seller.js";
 import { systemRoutes } from "./routes/system.js";
 import { toolRoutes } from "./routes/tools.js";
+import { tumblerRoutes } from "./routes/tumbler.js";
+import { walletRoutes } from "./routes/wallet.js";
 import { welcomeRoutes } from "./routes/welcome.js";
+import { x402Routes } from "./routes/x402.js";
+import { x402DiscoveryRoutes } from "./routes/x402-discovery.js";
+import { x402GatewayRoutes } from "./routes/x402-gateway.js";
 
 /** Every route the API serves, in one explicit list (OpenAPI is generated from it). */
 export function allRoutes(): RouteDef[] {
@@ -25,11 +35,21 @@ export function allRoutes(): RouteDef[] {
     ...welcomeRoutes,
     ...systemRoutes,
     ...executeRoutes,
+    ...approvalRoutes,
+    ...keyRoutes,
     ...receiptRoutes,
     ...catalogRoutes,
     ...sellerRoutes,
     ...adminRoutes,
+    ...walletRoutes,
+    ...cryptoRoutes,
+    ...x402Routes(allRoutes),
+    ...x402GatewayRoutes,
+    ...x402DiscoveryRoutes,
+    ...tumblerRoutes,
     ...jwksRoutes,
+    // The local chain's info and faucet exist only under DEV_CHAIN=1 (README "DEV_CHAIN=1").
+    ...(getConfig().devChain ? devRoutes : []),
     ...discoveryRoutes(allRoutes),
   ];
 }

@@ -49,6 +49,7 @@ function operation(def: RouteDef) {
       ? { requestBody: { required: true, content: { "application/json": { schema: plain(def.body) } } } }
       : {}),
     responses,
+    ...(def.paymentInfo ? { "x-payment-info": def.paymentInfo } : {}),
   };
 }
 

@@ -1,13 +1,12 @@
 import type { TObject, TSchema } from "@sinclair/typebox";
 import type { Context } from "koa";
+import type { Principal } from "../shared/domain/auth.js";
 import type { ErrorCode } from "../shared/errors.js";
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 
-export interface AuthState {
-  agentId: string;
-  apiKeyId: string;
-}
+/** The authenticated key: agent, key id and the key's policy (scopes, limits, powers). */
+export type AuthState = Principal;
 
 export interface AppState {
   requestId: string;
@@ -64,6 +63,11 @@ export interface RouteDef {
   responses: Record<number, object>;
   contentType?: string;
   errors?: ErrorCode[];
+  /**
+   * A paid operation's payment terms, published in OpenAPI as `x-payment-info` (x402scan and MPP
+   * discovery read it; README "x402 gateway").
+   */
+  paymentInfo?: Record<string, unknown>;
   handle(ctx: AppContext, input: RouteInput): Promise<unknown>;
 }
 

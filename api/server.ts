@@ -1,6 +1,7 @@
 import type { Server } from "node:http";
 import { getConfig } from "../shared/config.js";
 import { closeDb } from "../shared/db/knex.js";
+import { startApprovalExpiry } from "../shared/domain/approval-expiry.js";
 import { flushJobMarks, startSweeper } from "../shared/domain/outbox.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
@@ -10,8 +11,9 @@ import { closeCommandRedis } from "../shared/redis.js";
 import { createApp } from "./app.js";
 
 /**
- * Starts the web process: the API, plus the outbox sweeper. Shutdown stops new connections and lets
- * in-flight requests finish before queues and the database close (shared/lifecycle.ts phases).
+ * Starts the web process: the API, plus the outbox sweeper and the approval expiry sweep. Shutdown stops
+ * new connections and lets in-flight requests finish before queues and the database close
+ * (shared/lifecycle.ts phases).
  */
 export async function startWeb(): Promise<Server> {
   const config = getConfig();
@@ -21,6 +23,8 @@ export async function startWeb(): Promise<Server> {
   onShutdown("outbound http", "clients", closeSafeFetch);
   const sweeper = startSweeper();
   onShutdown("sweeper", "background", () => sweeper.stop());
+  const approvalExpiry = startApprovalExpiry();
+  onShutdown("approval expiry", "background", () => approvalExpiry.stop());
   onShutdown("outbox marks", "background", flushJobMarks);
 
   const server = createApp().listen(config.port, config.host);

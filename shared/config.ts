@@ -52,6 +52,16 @@ export interface Config {
   adminApiKey: string | undefined;
   devChain: boolean;
   devChainPort: number;
+  x402QuoteTtlSeconds: number;
+  x402SettlementWaitMs: number;
+  tumblerFaucetMicros: bigint;
+  tumblerQuoteTtlSeconds: number;
+  keyRotationGraceSeconds: number;
+  approvalTtlSeconds: number;
+  approvalSweepIntervalMs: number;
+  payoutThresholdMicros: bigint;
+  payoutSweepIntervalMs: number;
+  payoutPauseAfterSignMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -209,6 +219,23 @@ function secret(name: string, describe: string, minLength: number) {
       return raw;
     },
   } satisfies Setting<string>;
+}
+
+/** An amount of (t)USDC as a decimal with at most 6 places, held as micro-units; within (0, max]. */
+function microAmount(name: string, def: bigint, describe: string, maxMicros: bigint) {
+  return {
+    name,
+    default: def,
+    describe,
+    parse(raw: string): bigint {
+      const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(raw);
+      if (!match) throw new Error(`${name} must be an amount with at most 6 decimals, got "${raw}"`);
+      const micros = BigInt(match[1]!) * 1_000_000n + BigInt((match[2] ?? "").padEnd(6, "0"));
+      if (micros <= 0n || micros > maxMicros)
+        throw new Error(`${name} must be more than 0 and at most ${maxMicros / 1_000_000n}, got ${raw}`);
+      return micros;
+    },
+  } satisfies Setting<bigint>;
 }
 
 /** A scheduler interval: 0 turns it off; otherwise at least a second (a tighter loop is a mistake). */
@@ -426,6 +453,72 @@ export const SETTINGS = {
     "port of the DEV_CHAIN JSON-RPC on 127.0.0.1 (0 = any)",
     0,
     65535,
+  ),
+  x402QuoteTtlSeconds: int(
+    "X402_QUOTE_TTL_SECONDS",
+    300,
+    "how long an x402 quote (GET /api/x402/execute/match, or a challenge of POST /api/x402/invoke) can be paid",
+    30,
+    3600,
+  ),
+  x402SettlementWaitMs: int(
+    "X402_SETTLEMENT_WAIT_MS",
+    5000,
+    "how long a paid x402 answer waits for its on-chain settlement before reporting what has evidence",
+    0,
+    60000,
+  ),
+  tumblerFaucetMicros: microAmount(
+    "TUMBLER_FAUCET_USDC",
+    10_000_000n,
+    "the sandbox faucet tops an agent's available tUSDC up to this, at most once per UTC day",
+    1_000_000_000_000n,
+  ),
+  tumblerQuoteTtlSeconds: int(
+    "TUMBLER_QUOTE_TTL_SECONDS",
+    300,
+    "how long a sandbox quote (GET /api/tumbler/execute/match) can be executed",
+    10,
+    3600,
+  ),
+  keyRotationGraceSeconds: int(
+    "KEY_ROTATION_GRACE_SECONDS",
+    3600,
+    "how long a rotated API key's previous secret keeps working (a rotate request may ask for less)",
+    0,
+    7 * 24 * 3600,
+  ),
+  approvalTtlSeconds: int(
+    "APPROVAL_TTL_SECONDS",
+    86400,
+    "how long a purchase awaits a supervisor's decision before its hold is released",
+    1,
+    30 * 24 * 3600,
+  ),
+  approvalSweepIntervalMs: int(
+    "APPROVAL_SWEEP_INTERVAL_MS",
+    5000,
+    "how often each web process releases approvals past their expiry",
+    100,
+    3600 * 1000,
+  ),
+  payoutThresholdMicros: microAmount(
+    "PAYOUT_THRESHOLD_USDC",
+    10_000_000n,
+    "a seller's payable USDC is paid out once it reaches this (one on-chain transfer per seller per sweep)",
+    1_000_000_000_000n,
+  ),
+  payoutSweepIntervalMs: intervalOrOff(
+    "PAYOUT_SWEEP_INTERVAL_MS",
+    900000,
+    "how often the payouts worker batches payable balances into payouts (the payout-sweep scheduler); 0 disables it",
+  ),
+  payoutPauseAfterSignMs: int(
+    "PAYOUT_PAUSE_AFTER_SIGN_MS",
+    0,
+    "fault injection for tests: the payouts worker waits this long after recording a signed payout, before broadcasting it; keep 0",
+    0,
+    600000,
   ),
 } as const;
 

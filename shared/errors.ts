@@ -115,6 +115,30 @@ export const ERRORS = {
     buyerAction: "read_the_current_state_before_retrying",
     fallback: "none",
   },
+  QUOTE_NOT_USABLE: {
+    status: 409,
+    retryable: false,
+    buyerAction: "request_a_new_quote",
+    fallback: "call_execute_match_for_a_new_quote",
+  },
+  WALLET_CHALLENGE_INVALID: {
+    status: 400,
+    retryable: false,
+    buyerAction: "request_a_new_challenge_and_sign_it",
+    fallback: "post_crypto_connect_with_wallet_address_only",
+  },
+  WALLET_SIGNATURE_INVALID: {
+    status: 400,
+    retryable: false,
+    buyerAction: "sign_the_challenge_message_with_the_wallet_key",
+    fallback: "generate_a_wallet_with_crypto_wallet",
+  },
+  WALLET_NOT_LINKED: {
+    status: 422,
+    retryable: false,
+    buyerAction: "link_a_wallet_with_crypto_connect",
+    fallback: "generate_a_wallet_with_crypto_wallet",
+  },
   NOT_FOUND: { status: 404, retryable: false, buyerAction: "check_the_identifier", fallback: "none" },
   METHOD_NOT_ALLOWED: {
     status: 405,
@@ -148,6 +172,8 @@ export class AppError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
+    /** Protocol headers the answer must carry (an x402 402 carries its challenge in PAYMENT-REQUIRED). */
+    readonly headers?: Record<string, string>,
   ) {
     super(message);
     this.name = "AppError";

@@ -35,11 +35,25 @@ export const QUEUES = {
     ),
     jobOptions: DEFAULT_JOB_OPTIONS,
   },
+  // A deposit to confirm and credit ({deposit_id}), with the x402 gateway an x402 settlement to submit
+  // and confirm ({settlement_id}), or a submitted seller payout to confirm ({payout_id}): exactly one
+  // (README "Deposits", "Payouts").
   "settlement-confirmations": {
-    payload: Type.Object({ evidence_id: id }, closed),
+    payload: Type.Object(
+      { deposit_id: Type.Optional(id), settlement_id: Type.Optional(id), payout_id: Type.Optional(id) },
+      { ...closed, minProperties: 1, maxProperties: 1 },
+    ),
     jobOptions: DEFAULT_JOB_OPTIONS,
   },
-  payouts: { payload: Type.Object({ payout_id: id }, closed), jobOptions: DEFAULT_JOB_OPTIONS },
+  // One payout to submit ({payout_id}) or the batch that creates them ({sweep: true}, from the
+  // payout-sweep scheduler): exactly one of the two (README "Payouts").
+  payouts: {
+    payload: Type.Object(
+      { payout_id: Type.Optional(id), sweep: Type.Optional(Type.Literal(true)) },
+      { ...closed, minProperties: 1, maxProperties: 1 },
+    ),
+    jobOptions: DEFAULT_JOB_OPTIONS,
+  },
 } as const satisfies Record<QueueName, { payload: TObject; jobOptions: JobsOptions }>;
 
 export type QueuePayload<Q extends QueueName> = Static<(typeof QUEUES)[Q]["payload"]>;

@@ -17,12 +17,18 @@ import { isUuid } from "../shared/domain/ids.js";
 import { retryTransient } from "../shared/domain/ledger.js";
 import { acquireCallSlot } from "../shared/domain/listing-limits.js";
 import { micros } from "../shared/domain/money.js";
-import { releaseForFailure, settleSuccess } from "../shared/domain/paid-invocations.js";
+import { chargeMicros, releaseForFailure, settleSuccess } from "../shared/domain/paid-invocations.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
   type ProviderResult,
 } from "../shared/domain/provider-call.js";
+import { returnDailySpend, settleDailySpend } from "../shared/domain/spend-limits.js";
+import {
+  enqueueX402Settlement,
+  recordX402Execution,
+  recordX402Failure,
+} from "../shared/domain/x402-payments.js";
 import { logger } from "../shared/log.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
@@ -48,7 +54,8 @@ export class RunInProgress extends Error {
 
 /**
  * Ends an invocation as failed, once. When money was held for it, the hold is released with its refund
- * evidence in the same transaction: a failed call never charges.
+ * evidence, and its key's daily reservation returned, in the same transaction: a failed call never
+ * charges or counts against a cap.
  */
 async function fail(invocationId: string, error: LastFailure): Promise<ExecutionOutcome> {
   const recorded = {
@@ -60,7 +67,12 @@ async function fail(invocationId: string, error: LastFailure): Promise<Execution
     db().transaction(async (trx) => {
       const row = await finishInvocation(trx, invocationId, { status: "failed", error: recorded });
       const held = row ? micros(row.hold_micros) : 0n;
-      if (row && held > 0n) await releaseForFailure(trx, row, held, recorded);
+      if (row && held > 0n) {
+        await releaseForFailure(trx, row, held, recorded);
+        await returnDailySpend(trx, row.id);
+      }
+      // An x402 call that failed is never settled: its payment is voided with that evidence.
+      if (row && row.agent_id === null) await recordX402Failure(trx, row.id, recorded);
       return row;
     }),
   );
@@ -77,7 +89,7 @@ async function succeed(
   attemptId: string,
   result: Extract<ProviderResult, { ok: true }>,
 ): Promise<ExecutionOutcome> {
-  const price = micros(target.price_micros);
+  const price = chargeMicros(invocation, micros(target.price_micros));
   const record = {
     attemptId,
     invocationId: invocation.id,
@@ -89,27 +101,46 @@ async function succeed(
     evidence: { ...result.evidence, listing_id: target.id, provider_name: target.name },
   };
   const held = micros(invocation.hold_micros);
+  let x402PaymentId: string | undefined;
   const receiptId =
-    held === 0n
-      ? await recordSuccess(db(), record)
-      : await retryTransient(() =>
+    invocation.route === "x402"
+      ? // Paid on chain, not from a hold: the settlement is queued in the same transaction as the result.
+        await retryTransient(() =>
           db().transaction(async (trx) => {
             const id = await recordSuccess(trx, record);
             if (id) {
-              await settleSuccess(trx, {
-                invocation,
+              x402PaymentId = await recordX402Execution(trx, invocation.id, {
                 attemptId,
                 receiptId: id,
                 listingId: target.id,
-                sellerAgentId: target.seller_id,
-                priceMicros: price,
-                holdMicros: held,
                 providerEvidence: { ...result.evidence },
               });
             }
             return id;
           }),
-        );
+        )
+      : held === 0n
+        ? await recordSuccess(db(), record)
+        : await retryTransient(() =>
+            db().transaction(async (trx) => {
+              const id = await recordSuccess(trx, record);
+              if (id) {
+                await settleSuccess(trx, {
+                  invocation,
+                  attemptId,
+                  receiptId: id,
+                  listingId: target.id,
+                  sellerAgentId: target.seller_id,
+                  priceMicros: price,
+                  holdMicros: held,
+                  providerEvidence: { ...result.evidence },
+                });
+                await settleDailySpend(trx, invocation.id, price);
+              }
+              return id;
+            }),
+          );
+  if (x402PaymentId) await enqueueX402Settlement(x402PaymentId);
   return receiptId ? "succeeded" : "already_finished";
 }
 

@@ -3,6 +3,8 @@ import type { QueueName } from "../shared/queue-names.js";
 import { startExecutionsWorker } from "./executions.js";
 import { startHealthProbesWorker } from "./health-probes.js";
 import { startIdleWorker } from "./idle.js";
+import { startPayoutsWorker } from "./payouts.js";
+import { startSettlementConfirmationsWorker } from "./settlement-confirmations.js";
 
 /** Every registry queue maps to the function that starts its worker; the type refuses a missing one. */
 export const WORKERS: Record<QueueName, () => Worker> = {
@@ -10,6 +12,6 @@ export const WORKERS: Record<QueueName, () => Worker> = {
   "verification-probes": () => startIdleWorker("verification-probes"),
   "monitoring-runs": () => startIdleWorker("monitoring-runs"),
   "health-probes": startHealthProbesWorker,
-  "settlement-confirmations": () => startIdleWorker("settlement-confirmations"),
-  payouts: () => startIdleWorker("payouts"),
+  "settlement-confirmations": startSettlementConfirmationsWorker,
+  payouts: startPayoutsWorker,
 };

@@ -10,6 +10,7 @@ function renderError(ctx: AppContext, error: AppError): void {
   // An error that knows when to come back (a rate window's end) says so; else the table's default.
   const retryAfter = error.details?.retry_after_seconds ?? spec.retryAfterSeconds;
   if (typeof retryAfter === "number") ctx.set("Retry-After", String(retryAfter));
+  for (const [name, value] of Object.entries(error.headers ?? {})) ctx.set(name, value);
   ctx.body = {
     success: false,
     error: {

@@ -1,6 +1,7 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { getConfig } from "../../shared/config.js";
 import { TERMINAL } from "../../shared/db/invocations.js";
+import { awaitingApprovalResult } from "../../shared/domain/approvals.js";
 import {
   awaitInvocation,
   type Submission,
@@ -10,6 +11,7 @@ import {
 import { executeResult, invocationStatus, pendingResult } from "../../shared/domain/invocation-view.js";
 import { matchProviders } from "../../shared/domain/match.js";
 import { type ErrorCode, validationError } from "../../shared/errors.js";
+import { ExecuteAwaitingApproval } from "../../shared/schemas/approvals.js";
 import {
   ExecuteBody,
   ExecutePending,
@@ -37,11 +39,18 @@ function idempotencyKey(ctx: AppContext, bodyKey: string | undefined): string | 
   return header ?? bodyKey;
 }
 
-/** The bounded wait, then 200 with the result, the error of a failed run, or 202 with the status URL. */
+/**
+ * The bounded wait, then 200 with the result, the error of a failed run, or 202 with the status URL
+ * (and, for a purchase held for approval, the approval and what happens next).
+ */
 async function answer(ctx: AppContext, submission: Submission) {
   if (submission.replayed) ctx.set("Idempotent-Replayed", "true");
   const invocation = await awaitInvocation(submission, getConfig().executeSyncWaitMs);
   if (TERMINAL.includes(invocation.status)) return executeResult(invocation);
+  if (invocation.status === "awaiting_approval") {
+    const held = await awaitingApprovalResult(invocation.id);
+    return new Reply(202, held, { Location: held.status_url });
+  }
   const pending = pendingResult(invocation);
   return new Reply(202, pending, { Location: pending.status_url });
 }
@@ -58,7 +67,12 @@ const RUN_ERRORS: ErrorCode[] = [
   "PROVIDER_FAILED",
   "PROVIDER_UNAVAILABLE",
   "TIMEOUT",
+  "POLICY_BLOCKED",
+  "WALLET_LIMIT_EXCEEDED",
 ];
+
+/** 202: still queued or running, or held for a supervisor's approval (README "Approvals"). */
+const Accepted = Type.Union([ExecutePending, ExecuteAwaitingApproval]);
 
 const StatusParams = Type.Object({ invocation_id: Type.String({ maxLength: 100 }) });
 
@@ -72,7 +86,7 @@ const submitRoute = defineRoute({
     "(header Idempotent-Replayed: true); a different payload → 422; while the first runs → 409.",
   auth: "key",
   body: ExecuteBody,
-  responses: { 200: ExecuteResult, 202: ExecutePending },
+  responses: { 200: ExecuteResult, 202: Accepted },
   errors: RUN_ERRORS,
   async handle(ctx, { body }: { body: Static<typeof ExecuteBody> }) {
     const submission = await submitExecution(
@@ -108,12 +122,15 @@ const matchRoute = defineRoute({
   path: "/api/execute/match",
   tag: "routing",
   summary: "Ranked eligible providers for a task, with the score components that ranked them",
+  description:
+    "Listings outside the calling key's scopes are in excluded with the scope as the reason " +
+    "(outside_key_categories, over_key_price_ceiling, seller_not_in_key_allowlist, seller_in_key_blocklist).",
   auth: "key",
   query: MatchQuery,
   responses: { 200: MatchResult },
   errors: ["UNAUTHORIZED", "SCHEMA_VALIDATION_FAILED"],
-  async handle(_ctx, { query }: { query: Static<typeof MatchQuery> }) {
-    return matchProviders(query.task, query.max_cost);
+  async handle(ctx, { query }: { query: Static<typeof MatchQuery> }) {
+    return matchProviders(query.task, query.max_cost, ctx.state.auth!.policy);
   },
 });
 
@@ -127,7 +144,7 @@ const invokeRoute = defineRoute({
   auth: "key",
   params: InvokeParams,
   body: InvokeBody,
-  responses: { 200: ExecuteResult, 202: ExecutePending },
+  responses: { 200: ExecuteResult, 202: Accepted },
   errors: [...RUN_ERRORS, "LISTING_NOT_INVOCABLE"],
   async handle(
     ctx,

@@ -1,7 +1,8 @@
 import type { Db } from "./knex.js";
 import type { ListingRow } from "./listings.js";
 
-export type InvocationStatus = "queued" | "running" | "succeeded" | "failed";
+/** awaiting_approval: held for a supervisor's decision (README "Approvals"); no job exists yet. */
+export type InvocationStatus = "awaiting_approval" | "queued" | "running" | "succeeded" | "failed";
 
 export interface InvocationError {
   code: string;
@@ -12,8 +13,11 @@ export interface InvocationError {
 
 export interface InvocationRow {
   id: string;
-  agent_id: string;
-  api_key_id: string;
+  /** null only for x402 invocations (route 'x402'): their buyer is the wallet in payer_address. */
+  agent_id: string | null;
+  api_key_id: string | null;
+  /** The x402 payer's address (lowercase); null on keyed routes (check constraint). */
+  payer_address: string | null;
   listing_id: string;
   task: string;
   route: string;
@@ -21,6 +25,8 @@ export interface InvocationRow {
   max_cost_micros: string | null;
   price_micros: string;
   hold_micros: string;
+  /** USDC, or tUSDC for sandbox (tumbler) invocations: the unit of price, hold, charge and receipt. */
+  currency: "USDC" | "tUSDC";
   status: InvocationStatus;
   candidate_ids: string[];
   selection: Record<string, unknown> | null;
@@ -49,17 +55,26 @@ export interface AttemptRow {
 
 export const TERMINAL: readonly InvocationStatus[] = ["succeeded", "failed"];
 
-export type NewInvocation = Pick<
-  InvocationRow,
-  "id" | "agent_id" | "api_key_id" | "listing_id" | "task" | "route" | "input"
-> & {
+export type NewInvocation = Pick<InvocationRow, "id" | "listing_id" | "task" | "route" | "input"> & {
+  agent_id: string;
+  api_key_id: string;
   max_cost_micros: bigint | null;
   price_micros: bigint;
   /** Held from the buyer for paid work; 0 (the default) for free work. */
   hold_micros?: bigint;
+  /** USDC (the default); tUSDC only for route 'tumbler' (check constraint). */
+  currency?: InvocationRow["currency"];
   /** Ranked fallback order (the chosen listing first); defaults to the listing alone. */
   candidate_ids?: string[];
   selection?: Record<string, unknown>;
+};
+
+/** An x402 invocation: no agent and no key (README "x402 gateway"), the payer's wallet instead. */
+export type NewX402Invocation = Omit<NewInvocation, "agent_id" | "api_key_id" | "route"> & {
+  route: "x402";
+  agent_id: null;
+  api_key_id: null;
+  payer_address: string;
 };
 
 /**
@@ -68,7 +83,7 @@ export type NewInvocation = Pick<
  */
 export async function insertInvocationWithJob(
   q: Db,
-  row: NewInvocation,
+  row: NewInvocation | NewX402Invocation,
   queue: string,
 ): Promise<InvocationRow> {
   const insert = q("invocations")
@@ -139,8 +154,9 @@ export async function findOwnedInvocation(
 /** What finishing an invocation hands back: who it was for and whether money was held for it. */
 export interface FinishedInvocation {
   id: string;
-  agent_id: string;
+  agent_id: string | null;
   hold_micros: string;
+  currency: InvocationRow["currency"];
 }
 
 /** queued|running → succeeded|failed, exactly once: undefined when another worker already finished it. */
@@ -158,7 +174,7 @@ export async function finishInvocation(
       error: outcome.status === "failed" ? JSON.stringify(outcome.error) : null,
       completed_at: q.fn.now(),
     })
-    .returning(["id", "agent_id", "hold_micros"]);
+    .returning(["id", "agent_id", "hold_micros", "currency"]);
   return row as FinishedInvocation | undefined;
 }
 
@@ -324,10 +340,10 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | n
        update invocations
           set status = 'succeeded', output = ?::jsonb, completed_at = now(), served_listing_id = ?
         where id = ? and status in ('queued', 'running') and exists (select 1 from att)
-       returning id, agent_id
+       returning id, agent_id, currency
      ), rec as (
-       insert into receipts (invocation_id, agent_id, listing_id, amount_micros, provider_evidence)
-       select id, agent_id, ?, ?, ?::jsonb from inv
+       insert into receipts (invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
+       select id, agent_id, ?, ?, currency, ?::jsonb from inv
        returning id
      ), proof as (
        update listings set last_success_at = now()

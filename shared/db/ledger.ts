@@ -7,10 +7,18 @@ export const ACCOUNT_KINDS = [
   "platform_revenue",
   "chain_clearing",
   "bonds",
+  "sandbox_faucet",
 ] as const;
 export type AccountKind = (typeof ACCOUNT_KINDS)[number];
 export type AgentAccountKind = Exclude<AccountKind, PlatformAccountKind>;
-export type PlatformAccountKind = "platform_revenue" | "chain_clearing";
+/** sandbox_faucet is the source of the sandbox's simulated tUSDC and exists in tUSDC only. */
+export type PlatformAccountKind = "platform_revenue" | "chain_clearing" | "sandbox_faucet";
+
+/**
+ * Accounts that mirror units outside the ledger and so may go negative: chain clearing (money on chain)
+ * and the sandbox faucet (simulated units created from nothing). A check constraint backs the rule.
+ */
+const NEGATIVE_ALLOWED: readonly AccountKind[] = ["chain_clearing", "sandbox_faucet"];
 
 /** USDC is real money; tUSDC is the sandbox's simulated unit. They never meet in one transaction. */
 export const CURRENCIES = ["USDC", "tUSDC"] as const;
@@ -25,6 +33,7 @@ export const TRANSACTION_KINDS = [
   "bond_release",
   "payout",
   "transfer",
+  "faucet",
 ] as const;
 export type TransactionKind = (typeof TRANSACTION_KINDS)[number];
 
@@ -105,7 +114,7 @@ export async function getOrCreateAccount(
   const found = await find();
   if (found) return toAccount(found);
   const [inserted] = await q("ledger_accounts")
-    .insert({ owner_agent_id: ownerAgentId, kind, currency, allow_negative: kind === "chain_clearing" })
+    .insert({ owner_agent_id: ownerAgentId, kind, currency, allow_negative: NEGATIVE_ALLOWED.includes(kind) })
     .onConflict()
     .ignore()
     .returning("*");

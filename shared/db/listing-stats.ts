@@ -8,6 +8,7 @@ function num(value: unknown): number | null {
 /**
  * Counters and latency for a page of listings, computed from invocations and attempts (two grouped
  * queries, whatever the page size). Refunds have no table yet, so refunded_paid_count is exactly 0.
+ * "Paid" means paid in USDC: sandbox (tUSDC) calls count as calls, never as paid proof.
  */
 export async function readListingStats(q: Db, listingIds: string[]): Promise<Map<string, ListingStats>> {
   const stats = new Map(listingIds.map((id) => [id, { ...NO_STATS }]));
@@ -18,9 +19,10 @@ export async function readListingStats(q: Db, listingIds: string[]): Promise<Map
               count(*) as total,
               count(*) filter (where status = 'succeeded') as succeeded,
               count(*) filter (where status = 'failed') as failed,
-              count(*) filter (where status = 'succeeded' and price_micros > 0) as paid_succeeded,
+              count(*) filter (where status = 'succeeded' and price_micros > 0 and currency = 'USDC') as paid_succeeded,
               max(created_at) as last_invoked_at,
-              max(completed_at) filter (where status = 'succeeded' and price_micros > 0) as last_paid_success_at
+              max(completed_at) filter (where status = 'succeeded' and price_micros > 0 and currency = 'USDC')
+                as last_paid_success_at
          from invocations where listing_id = any(?::uuid[]) group by listing_id`,
       [listingIds],
     ),

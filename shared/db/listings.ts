@@ -55,12 +55,20 @@ export interface ListingRow {
 /**
  * Active listings answering to a task alias: slug, tag, category or lowercase name (spec "Routing
  * rules"), each in an indexable form. Exact slug first, then cheapest, then oldest: deterministic.
+ * tumblerOnly keeps the listings whose sellers opted in to the sandbox (tumbler_enabled).
  */
-export async function findActiveByTaskAlias(q: Db, task: string): Promise<ListingRow[]> {
+export async function findActiveByTaskAlias(
+  q: Db,
+  task: string,
+  options: { tumblerOnly?: boolean } = {},
+): Promise<ListingRow[]> {
   const alias = task.trim().toLowerCase();
   return (await q("listings")
     .select(listingColumns(q))
     .where({ status: "active" })
+    .modify((query) => {
+      if (options.tumblerOnly) query.where({ tumbler_enabled: true });
+    })
     .andWhere((w) =>
       w
         .where("slug", alias)
@@ -106,7 +114,7 @@ export type NewListing = Pick<
   | "allowed_use"
   | "reviewed_by"
   | "review_notes"
-> & { price_micros: bigint };
+> & { price_micros: bigint; tumbler_enabled?: boolean };
 
 export async function insertListing(q: Db, row: NewListing): Promise<ListingRow> {
   const [inserted] = (await q("listings")
@@ -136,6 +144,7 @@ export type ListingChanges = Partial<
     | "data_retention"
     | "allowed_use"
     | "version"
+    | "tumbler_enabled"
   > & { price_micros: bigint }
 >;
 

@@ -3,7 +3,8 @@ import type { Db } from "./knex.js";
 export interface ReceiptRow {
   id: string;
   invocation_id: string;
-  agent_id: string;
+  /** null for an x402 invocation's receipt (its buyer is a wallet, not an agent). */
+  agent_id: string | null;
   listing_id: string;
   amount_micros: string;
   currency: string;

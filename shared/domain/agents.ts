@@ -35,6 +35,9 @@ export async function registerAgent(name: string, intent: Intent, requestId: str
       key_hash: hashApiKey(apiKey),
       prefix: display.prefix,
       last_four: display.lastFour,
+      // The registration key is unrestricted (README "Keys, scopes and spend limits").
+      manage_keys: true,
+      supervisor: true,
     });
     await recordAudit(trx, {
       actorAgentId: agent.id,

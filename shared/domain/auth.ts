@@ -1,19 +1,24 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { getConfig } from "../config.js";
-import { findApiKeyByHash } from "../db/api-keys.js";
+import { findApiKeyBySecretHash } from "../db/api-keys.js";
 import { db } from "../db/knex.js";
 import { AppError } from "../errors.js";
 import { hashApiKey, isWellFormedApiKey } from "./api-keys.js";
+import { type KeyPolicy, policyFromRow } from "./key-policy.js";
 
 export interface Principal {
   agentId: string;
   apiKeyId: string;
+  /** The key's scopes, limits and powers, as of this request. */
+  policy: KeyPolicy;
 }
 
 /**
- * Resolves an Authorization header to the agent behind it. Missing, malformed, unknown and revoked keys
- * are all 401 UNAUTHORIZED; which one it was is said in the message, never whose key it might be.
- * Every request reads the key row, so a revocation is effective on the next request in every process.
+ * Resolves an Authorization header to the agent behind it, with the key's policy. Missing, malformed,
+ * unknown, revoked and expired (rotated, past the grace period) keys are all 401 UNAUTHORIZED; which one
+ * it was is said in the message, never whose key it might be. Every request reads the key row, so a
+ * revocation, a policy change or the end of a grace period is effective on the next request in every
+ * process.
  */
 export async function authenticate(header: string | undefined): Promise<Principal> {
   if (!header) throw new AppError("UNAUTHORIZED", "missing Authorization: Bearer <api key>");
@@ -21,10 +26,12 @@ export async function authenticate(header: string | undefined): Promise<Principa
   if (!match) throw new AppError("UNAUTHORIZED", "Authorization must be 'Bearer <api key>'");
   const token = match[1]!;
   if (!isWellFormedApiKey(token)) throw new AppError("UNAUTHORIZED", "API key is malformed (expected amk_…)");
-  const key = await findApiKeyByHash(db(), hashApiKey(token));
+  const key = await findApiKeyBySecretHash(db(), hashApiKey(token));
   if (!key) throw new AppError("UNAUTHORIZED", "API key is not recognised");
   if (key.revoked_at) throw new AppError("UNAUTHORIZED", "API key has been revoked");
-  return { agentId: key.agent_id, apiKeyId: key.id };
+  if (!key.is_current && !key.previous_live)
+    throw new AppError("UNAUTHORIZED", "API key was rotated and its grace period has ended");
+  return { agentId: key.agent_id, apiKeyId: key.id, policy: policyFromRow(key) };
 }
 
 /**

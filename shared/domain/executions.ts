@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Job } from "bullmq";
 import { getConfig } from "../config.js";
+import { insertAwaitingInvocation } from "../db/approvals.js";
 import { claimIdempotencyKey, type IdempotencyRow } from "../db/idempotency.js";
 import {
   findInvocation,
@@ -15,18 +16,21 @@ import { findListing, type ListingRow } from "../db/listings.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import { logger } from "../log.js";
 import { enqueue, getQueueEvents } from "../queues.js";
+import { needsApproval, requestApproval } from "./approvals.js";
 import type { Principal } from "./auth.js";
 import { assertCustodyOpen, paidGate } from "./availability.js";
 import { openCircuits } from "./circuits.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
 import { isUuid } from "./ids.js";
 import { inputMatches, validateListingInput } from "./json-schema.js";
+import { isScopeExclusion, scopeBlocked, scopeExclusion, scopesExcludeTask } from "./key-policy.js";
 import { retryTransient } from "./ledger.js";
 import type { PaidGate } from "./listing-facts.js";
 import { formatUsdc, micros, parseUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
 import { holdForInvocation } from "./paid-invocations.js";
 import { type Candidate, candidateView, type Ranking, rankCandidates } from "./router.js";
+import { assertWithinSpendLimits, reserveDailySpend, withinPerCallLimit } from "./spend-limits.js";
 
 /** The router keeps at most this many candidates per invocation (the chosen one and its fallbacks). */
 export const MAX_CANDIDATES = 3;
@@ -58,11 +62,16 @@ function maxCost(usdc: number | undefined, path: string): bigint | null {
   return usdc === undefined ? null : parseUsdc(usdc, path);
 }
 
-/** No eligible candidate: 503 when the gate is what stands in the way, else 404 with the reasons. */
+/**
+ * No eligible candidate: 503 when the gate is what stands in the way, 403 when the key's scopes are, else
+ * 404 with the reasons.
+ */
 function noCandidate(task: string, ranking: Ranking, gate: PaidGate): AppError {
   if (ranking.excluded.some((e) => e.reason === "paid_execution_unavailable") && !gate.enabled) {
     return paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
   }
+  if (ranking.excluded.some((e) => isScopeExclusion(e.reason)))
+    return scopesExcludeTask(task, ranking.excluded);
   return new AppError("LISTING_NOT_FOUND", `no eligible listing answers to task "${task}"`, {
     task,
     excluded: ranking.excluded.map((e) => ({ listing_id: e.listing.id, reason: e.reason })),
@@ -82,15 +91,19 @@ export async function submitExecution(
 ): Promise<Submission> {
   const maxCostMicros = maxCost(req.maxCostUsdc, "/constraints/max_cost");
   const gate = await paidGate();
-  const ranking = await rankCandidates(req.task, maxCostMicros, gate, openCircuits);
+  const policy = principal.policy;
+  const ranking = await rankCandidates(req.task, maxCostMicros, gate, openCircuits, { policy });
   const chosen = ranking.eligible[0];
   if (!chosen) throw noCandidate(req.task, ranking, gate);
   validateListingInput(chosen.listing, req.input);
+  // A fallback dearer than the key's per-call limit could never be charged: it is not kept.
   const fallbacks = ranking.eligible
     .slice(1)
     .filter((c) => inputMatches(c.listing, req.input))
+    .filter((c) => withinPerCallLimit(policy, micros(c.listing.price_micros)))
     .slice(0, MAX_CANDIDATES - 1);
   const candidates: Candidate[] = [chosen, ...fallbacks];
+  await assertWithinSpendLimits(principal, highestPrice(candidates.map((c) => c.listing)));
   return createInvocation(
     principal,
     {
@@ -145,6 +158,8 @@ export async function submitInvoke(
     throw new AppError("LISTING_NOT_INVOCABLE", `this listing cannot be invoked: ${blocked}`, {
       reason: blocked,
     });
+  const scope = scopeExclusion(principal.policy, listing);
+  if (scope) throw scopeBlocked(listing, scope);
   const maxCostMicros = maxCost(req.maxCostUsdc, "/max_cost");
   const price = micros(listing.price_micros);
   if (maxCostMicros !== null && price > maxCostMicros) {
@@ -157,6 +172,7 @@ export async function submitInvoke(
   if (price > 0n) {
     const gate = await paidGate();
     if (!gate.enabled) throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
+    await assertWithinSpendLimits(principal, price);
   }
   validateListingInput(listing, req.input);
   return createInvocation(
@@ -199,14 +215,21 @@ interface NewWork {
 
 /** The hold for a set of candidates: the dearest, so a fallback never needs a second hold. */
 function highestPrice(listings: ListingRow[]): bigint {
-  return listings.reduce((max, l) => (micros(l.price_micros) > max ? micros(l.price_micros) : max), 0n);
+  let highest = 0n;
+  for (const l of listings) {
+    const price = micros(l.price_micros);
+    if (price > highest) highest = price;
+  }
+  return highest;
 }
 
 /**
  * Commits the invocation and its outbox row — with the idempotency claim and, for paid work, the
- * custody check and the ledger hold with its authorization evidence, all in one transaction — then
- * enqueues after commit. A key seen before replays (or 409/422) instead; short funds → 402 and nothing
- * is written.
+ * custody check, the ledger hold with its authorization evidence and the key's daily reservation, all in
+ * one transaction — then enqueues after commit. A key seen before replays (or 409/422) instead; short
+ * funds → 402, over the daily cap → 429, and nothing is written. A purchase above the key's
+ * approval_above is committed as awaiting_approval with its approval instead of an outbox row, and
+ * nothing is enqueued (README "Approvals").
  */
 async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
   const invocationId = randomUUID();
@@ -227,6 +250,9 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   };
   const key = work.idempotencyKey;
   const paid = work.holdMicros > 0n;
+  // Spend limits and approvals govern real money; sandbox units (tUSDC) are simulated.
+  const limited = paid && (row.currency ?? "USDC") === "USDC";
+  const awaiting = limited && needsApproval(principal.policy, work.holdMicros);
   let invocation: InvocationRow;
   try {
     invocation =
@@ -234,7 +260,9 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
         ? await retryTransient(() =>
             db().transaction(async (trx) => {
               if (paid) await assertCustodyOpen(trx);
-              const inserted = await insertInvocationWithJob(trx, row, "executions");
+              const inserted = awaiting
+                ? await insertAwaitingInvocation(trx, row)
+                : await insertInvocationWithJob(trx, row, "executions");
               if (key) {
                 // After the invocation row (the key references it); an already-claimed key rolls it back.
                 const claim = await claimIdempotencyKey(
@@ -251,6 +279,8 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                   route: work.operation,
                 });
               }
+              if (limited) await reserveDailySpend(trx, principal, invocationId, work.holdMicros);
+              if (awaiting) await requestApproval(trx, principal, invocationId, work.holdMicros, requestId);
               return inserted;
             }),
           )
@@ -261,17 +291,26 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     return { replayed: true, invocation: resolveReplay(error.existing, print, original!) };
   }
 
-  let job: Job | undefined;
+  if (awaiting) return { replayed: false, invocation, job: undefined };
+  return { replayed: false, invocation, job: await enqueueExecution(invocationId, requestId) };
+}
+
+/**
+ * Enqueues a committed invocation (its outbox row is already in PostgreSQL). If Redis fails, the outbox
+ * sweeper sends it later: undefined then, and the caller answers 202.
+ */
+export async function enqueueExecution(invocationId: string, requestId: string): Promise<Job | undefined> {
   try {
-    job = await enqueue("executions", invocationId, { invocation_id: invocationId });
+    const job = await enqueue("executions", invocationId, { invocation_id: invocationId });
     markJobSent("executions", invocationId);
+    return job;
   } catch (err) {
     logger().warn(
       { err, request_id: requestId, invocation_id: invocationId },
       "enqueue failed; the sweeper will send it",
     );
+    return undefined;
   }
-  return { replayed: false, invocation, job };
 }
 
 export async function awaitInvocation(submission: Submission, waitMs: number): Promise<InvocationSummary> {

@@ -21,7 +21,8 @@ export function fingerprint(operation: string, payload: unknown): string {
 
 /**
  * What a second request with a claimed key gets: 422 when the payload differs, 409 while the first
- * is still running, and the original invocation (to replay) once it has ended.
+ * is still running, and the original invocation (to replay) once it has ended or while it awaits a
+ * supervisor's approval (the replay is the same 202 awaiting_approval answer).
  */
 export function resolveReplay(
   existing: IdempotencyRow,
@@ -33,7 +34,7 @@ export function resolveReplay(
       invocation_id: existing.invocation_id,
     });
   }
-  if (!TERMINAL.includes(invocation.status)) {
+  if (!TERMINAL.includes(invocation.status) && invocation.status !== "awaiting_approval") {
     throw new AppError("IDEMPOTENCY_KEY_IN_USE", "the request with this idempotency key is still running", {
       invocation_id: invocation.id,
       status: invocation.status,

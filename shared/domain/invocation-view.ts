@@ -1,4 +1,5 @@
 import { getConfig } from "../config.js";
+import { findApprovalForInvocation } from "../db/approvals.js";
 import { type EvidenceRow, listEvidence } from "../db/evidence.js";
 import {
   type AttemptRow,
@@ -12,9 +13,10 @@ import { db } from "../db/knex.js";
 import { findListing } from "../db/listings.js";
 import { findOwnedReceipt, findReceiptForInvocation } from "../db/receipts.js";
 import { AppError, ERRORS, type ErrorCode } from "../errors.js";
+import { approvalSummary } from "./approvals.js";
 import { isUuid } from "./ids.js";
 import { formatUsdc, micros } from "./money.js";
-import { paymentView } from "./paid-invocations.js";
+import { amountSuffix, capturedSplit, paymentView } from "./paid-invocations.js";
 
 function links(invocationId: string, receiptId: string | null) {
   const base = getConfig().publicBaseUrl;
@@ -24,14 +26,24 @@ function links(invocationId: string, receiptId: string | null) {
   };
 }
 
-/** What was charged comes from the receipt (evidence); without one nothing was. */
+/** Sandbox (tumbler) invocations are paid in simulated tUSDC and say so wherever an amount appears. */
+function sandboxFlag(invocation: Pick<InvocationRow, "currency">): { simulated?: true } {
+  return invocation.currency === "tUSDC" ? { simulated: true } : {};
+}
+
+/**
+ * What was charged comes from the receipt (evidence); without one nothing was. Amounts are named in the
+ * invocation's unit (amount_usdc, or amount_tusdc for the sandbox).
+ */
 function cost(invocation: InvocationRow, receiptAmountMicros: string | null | undefined) {
   const charged = receiptAmountMicros ? micros(receiptAmountMicros) : 0n;
+  const unit = amountSuffix(invocation.currency);
   return {
-    amount_usdc: formatUsdc(charged),
-    listed_price_usdc: formatUsdc(micros(invocation.price_micros)),
-    currency: "USDC",
+    [`amount_${unit}`]: formatUsdc(charged),
+    [`listed_price_${unit}`]: formatUsdc(micros(invocation.price_micros)),
+    currency: invocation.currency,
     charged: charged > 0n,
+    ...sandboxFlag(invocation),
   };
 }
 
@@ -48,10 +60,11 @@ function settlement(invocation: InvocationRow, evidence: EvidenceRow[]) {
   if (!row) return { state: null, null_reason: "hold_not_resolved_yet" };
   return {
     state: capture ? ("captured" as const) : ("released" as const),
-    rail: "ledger",
+    rail: invocation.currency === "tUSDC" ? "tumbler_ledger" : "ledger",
     ledger_transaction_id: row.source_ref,
     at: row.created_at.toISOString(),
     null_reason: null,
+    ...sandboxFlag(invocation),
   };
 }
 
@@ -102,6 +115,7 @@ export function executeResult(invocation: InvocationSummary) {
     },
     selection: invocation.selection,
     cost: cost(invocation, invocation.receipt_amount_micros),
+    ...sandboxFlag(invocation),
     metering: {
       attempts: invocation.attempt_count,
       provider_latency_ms: invocation.served_latency_ms,
@@ -116,6 +130,7 @@ export function executeResult(invocation: InvocationSummary) {
 /** Why the serving provider was the one: the router's first choice, a fallback, or a direct invoke. */
 function selectionReason(invocation: InvocationRow): string {
   if (invocation.route === "invoke") return "direct_invoke_locked_to_listing";
+  if (invocation.route === "tumbler") return "sandbox_quote_locked_to_listing";
   const served = invocation.served_listing_id ?? invocation.listing_id;
   return served === invocation.listing_id
     ? "top_ranked_candidate"
@@ -142,14 +157,16 @@ export async function invocationStatus(agentId: string, invocationId: string) {
     throw new AppError("NOT_FOUND", "no invocation with this id for this agent", {
       invocation_id: invocationId,
     });
-  const [attempts, receipt, evidence] = await Promise.all([
+  const [attempts, receipt, evidence, approval] = await Promise.all([
     listAttempts(db(), invocation.id),
     findReceiptForInvocation(db(), invocation.id),
     listEvidence(db(), "invocation", invocation.id),
+    findApprovalForInvocation(db(), invocation.id),
   ]);
   return {
     invocation_id: invocation.id,
     status: invocation.status,
+    approval: approval ? approvalSummary(approval) : null,
     task: invocation.task,
     route: invocation.route,
     listing_id: invocation.listing_id,
@@ -168,7 +185,13 @@ export async function invocationStatus(agentId: string, invocationId: string) {
           ? "receipt_not_recorded"
           : "invocation_not_finished",
     cost: cost(invocation, receipt?.amount_micros),
-    payment: paymentView(micros(invocation.hold_micros), micros(invocation.price_micros), evidence),
+    ...sandboxFlag(invocation),
+    payment: paymentView(
+      micros(invocation.hold_micros),
+      micros(invocation.price_micros),
+      evidence,
+      invocation.currency,
+    ),
     settlement: settlement(invocation, evidence),
     ...links(invocation.id, receipt?.id ?? null),
   };
@@ -185,7 +208,10 @@ export async function receiptView(agentId: string, receiptId: string) {
     listEvidence(db(), "invocation", receipt.invocation_id),
   ]);
   const hold = invocation ? micros(invocation.hold_micros) : 0n;
-  const payment = paymentView(hold, micros(receipt.amount_micros), evidence);
+  const currency = receipt.currency === "tUSDC" ? "tUSDC" : "USDC";
+  const unit = amountSuffix(currency);
+  const payment = paymentView(hold, micros(receipt.amount_micros), evidence, currency);
+  const split = hold > 0n ? capturedSplit(evidence) : null;
   return {
     receipt_id: receipt.id,
     schema: `${getConfig().platformId}.receipt.v1`,
@@ -194,19 +220,18 @@ export async function receiptView(agentId: string, receiptId: string) {
     listing_id: receipt.listing_id,
     provider_name: listing?.name ?? null,
     outcome: "succeeded" as const,
-    amount_usdc: formatUsdc(micros(receipt.amount_micros)),
-    currency: receipt.currency,
-    split:
-      "seller_share_usdc" in payment && payment.seller_share_usdc !== null
-        ? {
-            seller_share_usdc: payment.seller_share_usdc,
-            platform_fee_usdc: payment.platform_fee_usdc,
-            platform_fee_rate: 0.03,
-            rule: "fee = floor(amount × 3 / 100) in micro-USDC; the seller gets the rest",
-          }
-        : null,
-    split_null_reason:
-      "seller_share_usdc" in payment && payment.seller_share_usdc !== null ? null : "nothing_captured",
+    [`amount_${unit}`]: formatUsdc(micros(receipt.amount_micros)),
+    currency,
+    ...sandboxFlag({ currency }),
+    split: split
+      ? {
+          [`seller_share_${unit}`]: formatUsdc(split.sellerMicros),
+          [`platform_fee_${unit}`]: formatUsdc(split.feeMicros),
+          platform_fee_rate: 0.03,
+          rule: `fee = floor(amount × 3 / 100) in micro-${currency}; the seller gets the rest`,
+        }
+      : null,
+    split_null_reason: split ? null : "nothing_captured",
     provider_evidence: receipt.provider_evidence,
     payment,
     settlement: invocation

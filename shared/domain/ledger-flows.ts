@@ -1,6 +1,11 @@
 import type { Knex } from "knex";
 import { db } from "../db/knex.js";
-import { findTransactionByKey, type LedgerAccountRow, transactionEntries } from "../db/ledger.js";
+import {
+  findTransactionByKey,
+  type LedgerAccountRow,
+  lockAccounts,
+  transactionEntries,
+} from "../db/ledger.js";
 import {
   accountFor,
   type Currency,
@@ -10,6 +15,7 @@ import {
   platformAccount,
   platformSplit,
   postTransaction,
+  retryTransient,
   type TransactionKind,
 } from "./ledger.js";
 
@@ -214,4 +220,123 @@ export async function recordPayout(m: AgentMovement, trx?: Knex.Transaction): Pr
   const payable = await accountFor(m.agentId, "seller_payable", m.currency, trx);
   const clearing = await platformAccount("chain_clearing", m.currency, trx);
   return move("payout", payable, clearing, m, trx);
+}
+
+/** A faucet top-up: what it credited (0 when nothing was due) and the agent's available tUSDC after it. */
+export interface FaucetTopUp {
+  creditedMicros: bigint;
+  availableMicros: bigint;
+  /** The grant under this key: posted now, or earlier (replayed: then nothing more was credited). */
+  grant: { transactionId: string; replayed: boolean } | null;
+}
+
+/**
+ * Tops an agent's available tUSDC up to targetMicros from the sandbox faucet (sandbox_faucet →
+ * available), at most once per idempotency key (the caller puts the period in the key). The agent's
+ * available account is locked before the key is looked up, so concurrent top-ups under one key credit
+ * once and the others see that grant. Nothing is posted when the balance already reaches the target.
+ * tUSDC only: the faucet account cannot exist in USDC (check constraint).
+ */
+export async function topUpFromFaucet(
+  t: {
+    agentId: string;
+    targetMicros: bigint;
+    idempotencyKey: string;
+    reference: LedgerReference;
+    metadata?: Record<string, unknown>;
+  },
+  trx?: Knex.Transaction,
+): Promise<FaucetTopUp> {
+  const run = async (q: Knex.Transaction): Promise<FaucetTopUp> => {
+    const available = await accountFor(t.agentId, "agent_available", "tUSDC", q);
+    const [locked] = await lockAccounts(q, [available.id]);
+    const balance = locked!.balance_micros;
+    const earlier = await findTransactionByKey(q, t.idempotencyKey);
+    if (earlier) {
+      return {
+        creditedMicros: 0n,
+        availableMicros: balance,
+        grant: { transactionId: earlier.id, replayed: true },
+      };
+    }
+    const due = t.targetMicros - balance;
+    if (due <= 0n) return { creditedMicros: 0n, availableMicros: balance, grant: null };
+    const faucet = await platformAccount("sandbox_faucet", "tUSDC", q);
+    const posted = await move(
+      "faucet",
+      faucet,
+      available,
+      {
+        agentId: t.agentId,
+        currency: "tUSDC",
+        amountMicros: due,
+        reference: t.reference,
+        idempotencyKey: t.idempotencyKey,
+        metadata: { ...t.metadata, target_micros: t.targetMicros.toString() },
+      },
+      q,
+    );
+    // Under the lock a replay cannot happen; if it ever did, the grant was someone else's: nothing credited.
+    if (posted.replayed) {
+      return {
+        creditedMicros: 0n,
+        availableMicros: balance,
+        grant: { transactionId: posted.transactionId, replayed: true },
+      };
+    }
+    return {
+      creditedMicros: due,
+      availableMicros: t.targetMicros,
+      grant: { transactionId: posted.transactionId, replayed: false },
+    };
+  };
+  return trx ? run(trx) : retryTransient(() => db().transaction(run));
+}
+
+/** The ledger key of an x402 payment's settlement: one posting per payment, whatever redelivers. */
+export const x402SettlementKey = (paymentId: string) => `ledger:x402:${paymentId}`;
+
+/**
+ * Books a confirmed x402 settlement: the USDC arrived at the platform address on chain, so chain
+ * clearing → seller payable (amount − fee) and platform revenue (fee = floor(amount × 3 / 100)),
+ * paid out later by the payouts worker. A null seller is a first-party listing: both parts go to
+ * platform revenue, as two entries (as captureHold does). Idempotent on ledger:x402:<payment id>.
+ */
+export async function recordX402Settlement(
+  s: {
+    paymentId: string;
+    amountMicros: bigint;
+    sellerAgentId: string | null;
+    metadata?: Record<string, unknown>;
+  },
+  trx?: Knex.Transaction,
+): Promise<CaptureResult> {
+  requirePositive(s.amountMicros);
+  const { feeMicros, sellerMicros } = platformSplit(s.amountMicros);
+  const clearing = await platformAccount("chain_clearing", "USDC", trx);
+  const revenue = await platformAccount("platform_revenue", "USDC", trx);
+  const seller = s.sellerAgentId ? await accountFor(s.sellerAgentId, "seller_payable", "USDC", trx) : revenue;
+  const legs: LedgerLeg[] = [
+    { account: clearing, amountMicros: -s.amountMicros },
+    { account: seller, amountMicros: sellerMicros },
+    { account: revenue, amountMicros: feeMicros },
+  ].filter((leg) => leg.amountMicros !== 0n);
+  const result = await postTransaction(
+    {
+      // "transfer": no dedicated kind, so this needs no change to the kind check (the metadata names it).
+      kind: "transfer",
+      idempotencyKey: x402SettlementKey(s.paymentId),
+      reference: { type: "x402_payment", id: s.paymentId },
+      legs,
+      metadata: {
+        ...s.metadata,
+        flow: "x402_settlement",
+        seller_agent_id: s.sellerAgentId,
+        fee_micros: feeMicros.toString(),
+        seller_micros: sellerMicros.toString(),
+      },
+    },
+    trx,
+  );
+  return { ...result, feeMicros, sellerMicros };
 }

@@ -1,5 +1,6 @@
 import { paidGate } from "./availability.js";
 import { openCircuits } from "./circuits.js";
+import type { KeyPolicy } from "./key-policy.js";
 import { formatUsdc, parseUsdc } from "./money.js";
 import { candidateView, rankCandidates, WEIGHTS } from "./router.js";
 
@@ -7,10 +8,13 @@ const FORMULA =
   "score = 0.40·reliability + 0.25·verification + 0.20·latency + 0.15·price; reliability = (ok+1)/(attempts+2) " +
   "over 30 days; verification: verified 1, reachable 0.7, unchecked 0.4; latency = 1/(1+p50 s); price = 1/(1+USDC)";
 
-/** GET /api/execute/match: the eligible providers for a task in the order execute would try them. */
-export async function matchProviders(task: string, maxCostUsdc: number | undefined) {
+/**
+ * GET /api/execute/match: the eligible providers for a task in the order execute would try them. With
+ * the calling key's policy, listings outside its scopes are excluded with the scope as the reason.
+ */
+export async function matchProviders(task: string, maxCostUsdc: number | undefined, policy?: KeyPolicy) {
   const maxCostMicros = maxCostUsdc === undefined ? null : parseUsdc(maxCostUsdc, "/query/max_cost");
-  const ranking = await rankCandidates(task, maxCostMicros, await paidGate(), openCircuits);
+  const ranking = await rankCandidates(task, maxCostMicros, await paidGate(), openCircuits, { policy });
   return {
     task,
     max_cost_usdc: maxCostMicros === null ? null : formatUsdc(maxCostMicros),

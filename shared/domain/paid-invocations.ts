@@ -2,13 +2,16 @@ import type { Knex } from "knex";
 import { appendEvidence, type EvidenceRow, type NewEvidence } from "../db/evidence.js";
 import type { InvocationError } from "../db/invocations.js";
 import { AppError } from "../errors.js";
+import type { Currency } from "./ledger.js";
 import { type CaptureResult, captureHold, holdFunds, releaseHold } from "./ledger-flows.js";
 import { formatUsdc } from "./money.js";
 
-// The money side of a paid router call (README "Paying for calls"): hold in the invocation's own
-// transaction, capture the serving listing's price on success (97 % seller, 3 % platform), release on
-// failure. Each step writes its evidence row in the same transaction as its ledger movement, so the
-// evidence and the money never disagree. Every step is keyed by the invocation id and safe to repeat.
+// The money side of a paid call (README "Paying for calls"): hold in the invocation's own transaction,
+// capture the serving listing's price on success (97 % seller, 3 % platform), release on failure. Each
+// step writes its evidence row in the same transaction as its ledger movement, so the evidence and the
+// money never disagree. Every step is keyed by the invocation id and safe to repeat. The unit is the
+// invocation's currency: USDC, or tUSDC for the sandbox (README "Sandbox (tumbler)"), whose evidence
+// sources name the tumbler rail and whose every evidence row says simulated: true.
 
 export const holdKey = (invocationId: string) => `ledger:hold:${invocationId}`;
 export const captureKey = (invocationId: string) => `ledger:capture:${invocationId}`;
@@ -18,20 +21,41 @@ const SUBJECT = "invocation";
 
 interface PaidInvocation {
   id: string;
-  agent_id: string;
+  /** null for an x402 invocation: it is paid on chain by its payer, never from a ledger hold. */
+  agent_id: string | null;
+  /** The invocation's unit; USDC when absent. */
+  currency?: Currency;
 }
+
+/** How each unit's evidence reads: ledger sources that name the rail, and whether the units are simulated. */
+const RAILS = {
+  USDC: { hold: "ledger_hold", capture: "ledger_capture", release: "ledger_release", simulated: false },
+  tUSDC: {
+    hold: "tumbler_ledger_hold",
+    capture: "tumbler_ledger_capture",
+    release: "tumbler_ledger_release",
+    simulated: true,
+  },
+} as const satisfies Record<Currency, unknown>;
+
+const railOf = (invocation: PaidInvocation) => RAILS[invocation.currency ?? "USDC"];
+
+/** The suffix of amount fields at the API edge: amount_usdc for USDC, amount_tusdc for the sandbox. */
+export const amountSuffix = (currency: Currency) => (currency === "USDC" ? "usdc" : "tusdc");
 
 function evidence(
   invocation: PaidInvocation,
   e: Omit<NewEvidence, "agent_id" | "invocation_id" | "subject_type" | "subject_id">,
 ): NewEvidence {
+  const simulated = railOf(invocation).simulated;
   return {
     agent_id: invocation.agent_id,
     invocation_id: invocation.id,
     subject_type: SUBJECT,
     subject_id: invocation.id,
-    currency: "USDC",
+    currency: invocation.currency ?? "USDC",
     ...e,
+    details: simulated ? { ...e.details, simulated: true, rail: "tumbler" } : e.details,
   };
 }
 
@@ -42,16 +66,19 @@ function evidence(
  */
 export async function holdForInvocation(
   trx: Knex.Transaction,
-  invocation: PaidInvocation & { api_key_id: string },
+  invocation: PaidInvocation & { api_key_id: string | null },
   holdMicros: bigint,
-  terms: { listedPriceMicros: bigint; maxCostMicros: bigint | null; route: string },
+  terms: { listedPriceMicros: bigint; maxCostMicros: bigint | null; route: string; quoteId?: string },
 ): Promise<void> {
+  const agentId = invocation.agent_id;
+  if (!agentId) throw new Error(`invocation ${invocation.id} has no agent to hold funds from`);
+  const currency = invocation.currency ?? "USDC";
   let posted: Awaited<ReturnType<typeof holdFunds>>;
   try {
     posted = await holdFunds(
       {
-        agentId: invocation.agent_id,
-        currency: "USDC",
+        agentId,
+        currency,
         amountMicros: holdMicros,
         reference: { type: SUBJECT, id: invocation.id },
         idempotencyKey: holdKey(invocation.id),
@@ -61,14 +88,14 @@ export async function holdForInvocation(
     );
   } catch (error) {
     if (error instanceof AppError && error.code === "PAYMENT_REQUIRED")
-      throw fundingNeeded(error, holdMicros);
+      throw currency === "USDC" ? fundingNeeded(error, holdMicros) : sandboxFundingNeeded(error, holdMicros);
     throw error;
   }
   await appendEvidence(
     trx,
     evidence(invocation, {
       state: "authorization",
-      source: "ledger_hold",
+      source: railOf(invocation).hold,
       source_ref: posted.transactionId,
       amount_micros: holdMicros,
       details: {
@@ -76,6 +103,7 @@ export async function holdForInvocation(
         route: terms.route,
         listed_price_micros: terms.listedPriceMicros.toString(),
         max_cost_micros: terms.maxCostMicros?.toString() ?? null,
+        ...(terms.quoteId ? { quote_id: terms.quoteId } : {}),
       },
     }),
   );
@@ -91,6 +119,40 @@ function fundingNeeded(error: AppError, holdMicros: bigint): AppError {
       "or call a free listing (task 'echo') or GET /api/execute/match with a lower max_cost",
     ],
   });
+}
+
+/** Short of tUSDC in the sandbox: the faucet, not a deposit, is the way to top up. */
+function sandboxFundingNeeded(error: AppError, holdMicros: bigint): AppError {
+  const details = error.details ?? {};
+  return new AppError(
+    "PAYMENT_REQUIRED",
+    "your available tUSDC (simulated sandbox units) does not cover this call",
+    {
+      account_kind: details.account_kind,
+      currency: "tUSDC",
+      simulated: true,
+      available_tusdc: details.available_usdc,
+      required_tusdc: formatUsdc(holdMicros),
+      what_to_do: [
+        "POST /api/tumbler/join: the faucet tops your available tUSDC up once per UTC day",
+        "GET /api/wallet to see your tUSDC balance",
+        "or GET /api/tumbler/execute/match for a cheaper sandbox listing",
+      ],
+    },
+  );
+}
+
+/**
+ * What a successful call charges: a quoted invocation (the sandbox, x402) charges its quoted amount, the
+ * price the buyer accepted; router and direct-invoke work charges the serving listing's price.
+ */
+export function chargeMicros(
+  invocation: { route: string; price_micros: string },
+  servingPriceMicros: bigint,
+) {
+  return invocation.route === "tumbler" || invocation.route === "x402"
+    ? BigInt(invocation.price_micros)
+    : servingPriceMicros;
 }
 
 export interface PaidSuccess {
@@ -134,7 +196,7 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
     rows.push(
       evidence(s.invocation, {
         state: "capture",
-        source: "ledger_capture",
+        source: railOf(s.invocation).capture,
         source_ref: capture.transactionId,
         amount_micros: capture.capturedMicros,
         details: {
@@ -159,7 +221,7 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
     rows.push(
       evidence(s.invocation, {
         state: "refund",
-        source: "ledger_release",
+        source: railOf(s.invocation).release,
         source_ref: released.transactionId,
         amount_micros: s.holdMicros,
         details: { reason: "served_by_free_listing" },
@@ -196,7 +258,7 @@ export async function releaseForFailure(
   await appendEvidence(trx, [
     evidence(invocation, {
       state: "refund",
-      source: "ledger_release",
+      source: railOf(invocation).release,
       source_ref: released.transactionId,
       amount_micros: holdMicros,
       details: { reason: error.code, message: error.message },
@@ -211,8 +273,30 @@ export async function releaseForFailure(
   ]);
 }
 
-/** The payment block of a status or receipt: amounts from evidence only, null + reason for the rest. */
-export function paymentView(holdMicros: bigint, listedPriceMicros: bigint, rows: EvidenceRow[]) {
+/** The split a capture recorded (seller share and platform fee, in micros), or null when nothing was captured. */
+export function capturedSplit(rows: EvidenceRow[]): { sellerMicros: bigint; feeMicros: bigint } | null {
+  const capture = rows.find((r) => r.state === "capture");
+  if (!capture) return null;
+  const details = capture.details as Record<string, string | undefined>;
+  return {
+    sellerMicros: BigInt(details.seller_micros ?? "0"),
+    feeMicros: BigInt(details.platform_fee_micros ?? "0"),
+  };
+}
+
+/**
+ * The payment block of a status or receipt: amounts from evidence only, null + reason for the rest.
+ * Amount fields carry the unit in their names (held_usdc, or held_tusdc for the sandbox), so simulated
+ * units can never be read as USDC.
+ */
+export function paymentView(
+  holdMicros: bigint,
+  listedPriceMicros: bigint,
+  rows: EvidenceRow[],
+  currency: Currency = "USDC",
+): Record<string, unknown> {
+  const unit = amountSuffix(currency);
+  const sandbox = currency === "tUSDC" ? { simulated: true as const } : {};
   const of = (state: EvidenceRow["state"]) => rows.find((r) => r.state === state);
   const amount = (row: EvidenceRow | undefined) => (row?.amount_micros ? BigInt(row.amount_micros) : 0n);
   const state = (name: EvidenceRow["state"], nullReason: string) => {
@@ -223,7 +307,7 @@ export function paymentView(holdMicros: bigint, listedPriceMicros: bigint, rows:
             at: row.created_at.toISOString(),
             source: row.source,
             source_ref: row.source_ref,
-            amount_usdc: row.amount_micros === null ? null : formatUsdc(BigInt(row.amount_micros)),
+            [`amount_${unit}`]: row.amount_micros === null ? null : formatUsdc(BigInt(row.amount_micros)),
             details: row.details,
           },
           [`${name}_null_reason`]: null,
@@ -233,24 +317,26 @@ export function paymentView(holdMicros: bigint, listedPriceMicros: bigint, rows:
   if (holdMicros === 0n) {
     return {
       requires_payment: false,
-      currency: "USDC",
-      listed_price_usdc: formatUsdc(listedPriceMicros),
+      currency,
+      ...sandbox,
+      [`listed_price_${unit}`]: formatUsdc(listedPriceMicros),
       null_reason: "free_invocation_no_payment",
     };
   }
   const capture = of("capture");
   const refund = of("refund");
-  const captured = amount(capture);
+  const split = capturedSplit(rows);
   const details = (capture?.details ?? {}) as Record<string, string | undefined>;
   return {
     requires_payment: true,
-    currency: "USDC",
-    listed_price_usdc: formatUsdc(listedPriceMicros),
-    held_usdc: formatUsdc(holdMicros),
-    charged_usdc: formatUsdc(captured),
-    seller_share_usdc: capture ? formatUsdc(BigInt(details.seller_micros ?? "0")) : null,
-    platform_fee_usdc: capture ? formatUsdc(BigInt(details.platform_fee_micros ?? "0")) : null,
-    refunded_usdc: refund
+    currency,
+    ...sandbox,
+    [`listed_price_${unit}`]: formatUsdc(listedPriceMicros),
+    [`held_${unit}`]: formatUsdc(holdMicros),
+    [`charged_${unit}`]: formatUsdc(amount(capture)),
+    [`seller_share_${unit}`]: split ? formatUsdc(split.sellerMicros) : null,
+    [`platform_fee_${unit}`]: split ? formatUsdc(split.feeMicros) : null,
+    [`refunded_${unit}`]: refund
       ? formatUsdc(amount(refund))
       : capture
         ? formatUsdc(BigInt(details.returned_to_buyer_micros ?? "0"))
@@ -264,6 +350,9 @@ export function paymentView(holdMicros: bigint, listedPriceMicros: bigint, rows:
       ...state("outcome", "invocation_not_finished"),
     },
     onchain_settlement: null,
-    onchain_settlement_null_reason: "prepaid_balance_call_settles_in_the_ledger_deposits_settled_on_chain",
+    onchain_settlement_null_reason:
+      currency === "USDC"
+        ? "prepaid_balance_call_settles_in_the_ledger_deposits_settled_on_chain"
+        : "sandbox_units_are_simulated_and_never_settle_on_chain",
   };
 }

@@ -1,6 +1,7 @@
 import { db } from "../db/knex.js";
 import { type RecentCallStats, readRecentCallStats } from "../db/listing-stats.js";
 import { findActiveByTaskAlias, type ListingRow } from "../db/listings.js";
+import { type KeyPolicy, type ScopeExclusion, scopeExclusion } from "./key-policy.js";
 import type { PaidGate } from "./listing-facts.js";
 import { formatUsdc, micros } from "./money.js";
 
@@ -36,6 +37,7 @@ export interface Candidate {
 }
 
 export type ExclusionReason =
+  | ScopeExclusion
   | "over_max_cost"
   | "not_approved"
   | "verification_failed"
@@ -74,9 +76,12 @@ function exclusion(
   maxCostMicros: bigint | null,
   gate: PaidGate,
   openCircuits: Set<string>,
+  policy: KeyPolicy | undefined,
 ): ExclusionReason | null {
   if (listing.review_status !== "approved") return "not_approved";
   if (listing.verification_status === "failed") return "verification_failed";
+  const scope = policy ? scopeExclusion(policy, listing) : null;
+  if (scope) return scope;
   const price = micros(listing.price_micros);
   if (maxCostMicros !== null && price > maxCostMicros) return "over_max_cost";
   if (price > 0n && !gate.enabled) return "paid_execution_unavailable";
@@ -87,20 +92,23 @@ function exclusion(
 /**
  * Ranks the active listings answering to a task: eligible ones by score (then price, then age), the
  * rest with the reason they were left out. Eligible: approved, not failed, within max_cost, payable
- * under the gate, circuit not open.
+ * under the gate, circuit not open. The sandbox ranks only tumbler_enabled listings (tumblerOnly). With
+ * the calling key's policy, listings outside its scopes are excluded with the scope's reason, before
+ * any charge (README "Keys, scopes and spend limits").
  */
 export async function rankCandidates(
   task: string,
   maxCostMicros: bigint | null,
   gate: PaidGate,
   openCircuits: (ids: string[]) => Promise<Set<string>>,
+  options: { tumblerOnly?: boolean; policy?: KeyPolicy } = {},
 ): Promise<Ranking> {
-  const listings = await findActiveByTaskAlias(db(), task);
+  const listings = await findActiveByTaskAlias(db(), task, options);
   const ids = listings.map((l) => l.id);
   const [stats, open] = await Promise.all([readRecentCallStats(db(), ids, RECENT_CALLS), openCircuits(ids)]);
   const ranking: Ranking = { eligible: [], excluded: [] };
   for (const listing of listings) {
-    const reason = exclusion(listing, maxCostMicros, gate, open);
+    const reason = exclusion(listing, maxCostMicros, gate, open, options.policy);
     if (reason) ranking.excluded.push({ listing, reason });
     else
       ranking.eligible.push({

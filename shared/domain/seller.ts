@@ -17,23 +17,14 @@ import { findAgent, lockAgent } from "../db/sellers.js";
 import { AppError, validationError } from "../errors.js";
 import { checkEndpointUrl, UnsafeEndpoint } from "../net/url-policy.js";
 import type { ChangeListingBody, PublishListingBody } from "../schemas/listings.js";
+import { BOND_TERMS, FREE_LISTING_SLOTS } from "./bond-terms.js";
 import { isUuid } from "./ids.js";
 import { createAjv } from "./json-schema.js";
-import { formatUsdc, parseUsdc } from "./money.js";
+import { parseUsdc } from "./money.js";
+import { payoutSummary } from "./payouts.js";
+import { hasOpenBond, stakeView } from "./stake.js";
 
-/** One free concurrent live listing per third-party seller (spec "Limits"). */
-export const FREE_LISTING_SLOTS = 1;
-/** The bond for further live listings: $1 USDC. */
-export const BOND_MICROS = 1_000_000n;
-
-const BOND_TERMS = {
-  bond_usdc: formatUsdc(BOND_MICROS),
-  covers: "every live listing beyond the one free slot",
-  downgrade: "after 30 days of good standing",
-  release: "only once no paid listings remain live",
-  post_with: "POST /api/stake",
-  availability: "bonds need the settlement rail; read GET /market.json availability first",
-};
+export { BOND_MICROS, FREE_LISTING_SLOTS } from "./bond-terms.js";
 
 const schemaAjv = createAjv();
 
@@ -80,18 +71,35 @@ async function requireSeller(agentId: string): Promise<void> {
   }
 }
 
-/** The seller's publishing position, computed from their real listings. */
+/**
+ * The seller's publishing position, computed from their real listings and bond: the next listing needs
+ * the bond only when the free slot is used and no bond is open. Also where its payouts stand.
+ */
 export async function sellerStatus(agentId: string) {
-  const listings = await listSellerListings(db(), agentId);
+  const [listings, stake, payouts] = await Promise.all([
+    listSellerListings(db(), agentId),
+    stakeView(agentId),
+    payoutSummary(agentId),
+  ]);
   const live = listings.filter((l) => l.status === "active").length;
   const remaining = Math.max(0, FREE_LISTING_SLOTS - live);
+  const stakeRequired = remaining === 0 && !stake.bonded;
   return {
     agent_id: agentId,
     live_listings: live,
     free_concurrent_listing_slots: FREE_LISTING_SLOTS,
     free_concurrent_listing_slots_remaining: remaining,
-    stake_required_for_next_listing: remaining === 0,
-    bond: { posted: false, ...BOND_TERMS },
+    stake_required_for_next_listing: stakeRequired,
+    bond: {
+      posted: stake.bonded,
+      status: stake.bonded ? stake.stake!.status : null,
+      bonded_usdc: stake.bonded ? stake.stake!.bonded_usdc : "0.000000",
+      can_downgrade: stake.can_downgrade,
+      can_release: stake.can_release,
+      details: "/api/stake",
+      ...BOND_TERMS,
+    },
+    payouts,
     publish_listing_template: {
       method: "POST",
       path: "/api/capabilities",
@@ -114,10 +122,9 @@ export async function sellerStatus(agentId: string) {
         "price_per_unit is USDC with at most 6 decimals; a positive price only records a proposed contract",
       ],
     },
-    next_best_action:
-      remaining > 0
-        ? "publish_listing_with_a_concrete_endpoint"
-        : "retire_a_listing_or_post_the_bond_for_another_live_listing",
+    next_best_action: stakeRequired
+      ? "retire_a_listing_or_post_the_bond_for_another_live_listing"
+      : "publish_listing_with_a_concrete_endpoint",
     listings: listings.map((l) => ({
       id: l.id,
       slug: l.slug,
@@ -130,8 +137,9 @@ export async function sellerStatus(agentId: string) {
 
 /**
  * Publishes a listing after every check (role, price, schemas, endpoint policy), then, with the seller
- * row locked so concurrent publishes cannot share one free slot, applies the slot rule: a further live
- * listing needs the $1 bond, which cannot be posted yet (402, nothing created).
+ * row locked so concurrent publishes cannot share one free slot (and a bond release cannot slip in),
+ * applies the slot rule: a further live listing needs an open bond (402 with the bond's terms and
+ * nothing created otherwise; POST /api/stake posts it).
  */
 export async function publishListing(
   agentId: string,
@@ -147,11 +155,13 @@ export async function publishListing(
   return db().transaction(async (trx) => {
     await lockAgent(trx, agentId);
     const live = await countLiveListings(trx, agentId);
-    if (live >= FREE_LISTING_SLOTS) {
+    if (live >= FREE_LISTING_SLOTS && !(await hasOpenBond(trx, agentId))) {
       throw new AppError("PAYMENT_REQUIRED", "a further live listing needs the seller bond", {
         live_listings: live,
         free_concurrent_listing_slots: FREE_LISTING_SLOTS,
+        bonded: false,
         ...BOND_TERMS,
+        what_to_do: "fund your balance (GET /api/wallet), POST /api/stake, then publish again",
       });
     }
     const listing = await insertListing(trx, {
@@ -170,6 +180,7 @@ export async function publishListing(
       safe_to_retry: body.safe_to_retry ?? false,
       data_retention: body.data_retention ?? "none",
       allowed_use: body.allowed_use ?? "",
+      tumbler_enabled: body.tumbler_enabled ?? false,
       reviewed_by: "automated_publish_checks",
       review_notes: "passed schema, price and endpoint-policy checks at publish time",
     });

@@ -1,4 +1,5 @@
-import { Type } from "@sinclair/typebox";
+import { type TProperties, Type } from "@sinclair/typebox";
+import { ApprovalSummary } from "./approvals.js";
 import { Nullable, NullableTimestamp, Timestamp, UsdcAmount, Uuid } from "./common.js";
 
 export const IdempotencyKey = Type.String({ minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7e]+$" });
@@ -24,12 +25,32 @@ export const ExecuteBody = Type.Object(
   { additionalProperties: false },
 );
 
-const Cost = Type.Object({
-  amount_usdc: UsdcAmount,
-  listed_price_usdc: UsdcAmount,
-  currency: Type.Literal("USDC"),
-  charged: Type.Boolean(),
+/** An amount of tUSDC, the sandbox's simulated unit (README "Sandbox (tumbler)"): never money. */
+export const TusdcAmount = Type.String({
+  pattern: "^\\d+\\.\\d{6}$",
+  description: "tUSDC (simulated sandbox units, not money), 6 decimals",
 });
+
+type Unit = "USDC" | "tUSDC";
+const UNITS: readonly Unit[] = ["USDC", "tUSDC"];
+/** Amount fields name their unit (amount_usdc, amount_tusdc), so sandbox units never read as USDC. */
+const suffix = (unit: Unit) => (unit === "USDC" ? "usdc" : "tusdc");
+const amountOf = (unit: Unit) => (unit === "USDC" ? UsdcAmount : TusdcAmount);
+const simulatedFlag = (unit: Unit): TProperties =>
+  unit === "tUSDC" ? { simulated: Type.Literal(true) } : {};
+
+/** What an invocation costs, in its unit: USDC, or simulated tUSDC for sandbox (tumbler) invocations. */
+const Cost = Type.Union(
+  UNITS.map((unit) =>
+    Type.Object({
+      [`amount_${suffix(unit)}`]: amountOf(unit),
+      [`listed_price_${suffix(unit)}`]: amountOf(unit),
+      currency: Type.Literal(unit),
+      charged: Type.Boolean(),
+      ...simulatedFlag(unit),
+    }),
+  ),
+);
 
 export const ExecuteResult = Type.Object({
   success: Type.Literal(true),
@@ -45,6 +66,7 @@ export const ExecuteResult = Type.Object({
   }),
   selection: Type.Unknown(),
   cost: Cost,
+  simulated: Type.Optional(Type.Literal(true, { description: "a sandbox (tumbler) call paid in tUSDC" })),
   metering: Type.Object({
     attempts: Type.Integer(),
     provider_latency_ms: Nullable(Type.Integer()),
@@ -93,65 +115,81 @@ const Settlement = Type.Union([
   Type.Object({ state: Type.Null(), null_reason: Type.String() }),
   Type.Object({
     state: Type.Union([Type.Literal("captured"), Type.Literal("released")]),
-    rail: Type.Literal("ledger"),
+    rail: Type.Union([Type.Literal("ledger"), Type.Literal("tumbler_ledger")]),
     ledger_transaction_id: Nullable(Type.String()),
     at: Timestamp,
     null_reason: Type.Null(),
+    simulated: Type.Optional(Type.Literal(true)),
   }),
 ]);
 
 /** One evidence state as recorded (payment_evidence), or null with its *_null_reason beside it. */
-const EvidenceState = Nullable(
-  Type.Object({
-    at: Timestamp,
-    source: Type.String(),
-    source_ref: Nullable(Type.String()),
-    amount_usdc: Nullable(UsdcAmount),
-    details: Type.Record(Type.String(), Type.Unknown()),
-  }),
-);
+const evidenceState = (unit: Unit) =>
+  Nullable(
+    Type.Object({
+      at: Timestamp,
+      source: Type.String(),
+      source_ref: Nullable(Type.String()),
+      [`amount_${suffix(unit)}`]: Nullable(amountOf(unit)),
+      details: Type.Record(Type.String(), Type.Unknown()),
+    }),
+  );
 
 const EVIDENCE_NAMES = ["authorization", "execution", "capture", "refund", "outcome"] as const;
 
-/** What a paid call held, charged and returned — every amount from an evidence row. */
-export const Payment = Type.Union([
-  Type.Object({
-    requires_payment: Type.Literal(false),
-    currency: Type.Literal("USDC"),
-    listed_price_usdc: UsdcAmount,
-    null_reason: Type.String(),
-  }),
-  Type.Object({
-    requires_payment: Type.Literal(true),
-    currency: Type.Literal("USDC"),
-    listed_price_usdc: UsdcAmount,
-    held_usdc: UsdcAmount,
-    charged_usdc: UsdcAmount,
-    seller_share_usdc: Nullable(UsdcAmount),
-    platform_fee_usdc: Nullable(UsdcAmount),
-    refunded_usdc: Nullable(UsdcAmount),
-    state: Nullable(Type.Union([Type.Literal("held"), Type.Literal("captured"), Type.Literal("released")])),
-    evidence: Type.Object(
-      Object.fromEntries(
-        EVIDENCE_NAMES.flatMap((name) => [
-          [name, EvidenceState],
-          [`${name}_null_reason`, Nullable(Type.String())],
-        ]),
+/** A payment block in one unit: free, or what was held, charged and returned. */
+function paymentIn(unit: Unit) {
+  const u = suffix(unit);
+  const amount = amountOf(unit);
+  return [
+    Type.Object({
+      requires_payment: Type.Literal(false),
+      currency: Type.Literal(unit),
+      ...simulatedFlag(unit),
+      [`listed_price_${u}`]: amount,
+      null_reason: Type.String(),
+    }),
+    Type.Object({
+      requires_payment: Type.Literal(true),
+      currency: Type.Literal(unit),
+      ...simulatedFlag(unit),
+      [`listed_price_${u}`]: amount,
+      [`held_${u}`]: amount,
+      [`charged_${u}`]: amount,
+      [`seller_share_${u}`]: Nullable(amount),
+      [`platform_fee_${u}`]: Nullable(amount),
+      [`refunded_${u}`]: Nullable(amount),
+      state: Nullable(Type.Union([Type.Literal("held"), Type.Literal("captured"), Type.Literal("released")])),
+      evidence: Type.Object(
+        Object.fromEntries(
+          EVIDENCE_NAMES.flatMap((name) => [
+            [name, evidenceState(unit)],
+            [`${name}_null_reason`, Nullable(Type.String())],
+          ]),
+        ),
       ),
-    ),
-    onchain_settlement: Type.Null(),
-    onchain_settlement_null_reason: Type.String(),
-  }),
-]);
+      onchain_settlement: Type.Null(),
+      onchain_settlement_null_reason: Type.String(),
+    }),
+  ];
+}
+
+/**
+ * What a paid call held, charged and returned — every amount from an evidence row — in USDC, or in
+ * simulated tUSDC (amounts named *_tusdc, simulated: true) for sandbox invocations.
+ */
+export const Payment = Type.Union(UNITS.flatMap(paymentIn));
 
 export const InvocationStatus = Type.Object({
   invocation_id: Uuid,
   status: Type.Union([
+    Type.Literal("awaiting_approval"),
     Type.Literal("queued"),
     Type.Literal("running"),
     Type.Literal("succeeded"),
     Type.Literal("failed"),
   ]),
+  approval: Nullable(ApprovalSummary),
   task: Type.String(),
   route: Type.String(),
   listing_id: Uuid,
@@ -176,34 +214,40 @@ export const InvocationStatus = Type.Object({
   receipt_id: Nullable(Uuid),
   receipt_null_reason: Nullable(Type.String()),
   cost: Cost,
+  simulated: Type.Optional(Type.Literal(true)),
   payment: Payment,
   settlement: Settlement,
   status_url: Type.String(),
   receipt_url: Nullable(Type.String()),
 });
 
-export const Receipt = Type.Object({
-  receipt_id: Uuid,
-  schema: Type.String(),
-  invocation_id: Uuid,
-  agent_id: Uuid,
-  listing_id: Uuid,
-  provider_name: Nullable(Type.String()),
-  outcome: Type.Literal("succeeded"),
-  amount_usdc: UsdcAmount,
-  currency: Type.String(),
-  split: Nullable(
-    Type.Object({
-      seller_share_usdc: UsdcAmount,
-      platform_fee_usdc: Nullable(UsdcAmount),
-      platform_fee_rate: Type.Number(),
-      rule: Type.String(),
-    }),
-  ),
-  split_null_reason: Nullable(Type.String()),
-  provider_evidence: Type.Record(Type.String(), Type.Unknown()),
-  payment: Payment,
-  settlement: Settlement,
-  created_at: Timestamp,
-  status_url: Type.String(),
-});
+/** A receipt in one unit: USDC, or simulated tUSDC (amounts named *_tusdc, simulated: true). */
+const receiptIn = (unit: Unit) =>
+  Type.Object({
+    receipt_id: Uuid,
+    schema: Type.String(),
+    invocation_id: Uuid,
+    agent_id: Uuid,
+    listing_id: Uuid,
+    provider_name: Nullable(Type.String()),
+    outcome: Type.Literal("succeeded"),
+    [`amount_${suffix(unit)}`]: amountOf(unit),
+    currency: Type.Literal(unit),
+    ...simulatedFlag(unit),
+    split: Nullable(
+      Type.Object({
+        [`seller_share_${suffix(unit)}`]: amountOf(unit),
+        [`platform_fee_${suffix(unit)}`]: Nullable(amountOf(unit)),
+        platform_fee_rate: Type.Number(),
+        rule: Type.String(),
+      }),
+    ),
+    split_null_reason: Nullable(Type.String()),
+    provider_evidence: Type.Record(Type.String(), Type.Unknown()),
+    payment: Payment,
+    settlement: Settlement,
+    created_at: Timestamp,
+    status_url: Type.String(),
+  });
+
+export const Receipt = Type.Union(UNITS.map(receiptIn));

@@ -1,4 +1,5 @@
 import { Type } from "@sinclair/typebox";
+import { BondBlock, PayoutSummary } from "./seller-money.js";
 
 const Category = Type.String({
   pattern: "^[a-z0-9][a-z0-9-]{1,39}$",
@@ -33,6 +34,12 @@ const editable = {
   ),
   data_retention: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   allowed_use: Type.Optional(Type.String({ maxLength: 2000 })),
+  tumbler_enabled: Type.Optional(
+    Type.Boolean({
+      description:
+        "opt in to the sandbox: buyers may call your endpoint for real, paying simulated tUSDC that is never paid out (default false)",
+    }),
+  ),
 };
 
 /**
@@ -146,7 +153,8 @@ export const SellerStatus = Type.Object({
   free_concurrent_listing_slots: Type.Integer(),
   free_concurrent_listing_slots_remaining: Type.Integer(),
   stake_required_for_next_listing: Type.Boolean(),
-  bond: Type.Record(Type.String(), Type.Unknown()),
+  bond: BondBlock,
+  payouts: PayoutSummary,
   publish_listing_template: Type.Record(Type.String(), Type.Unknown()),
   next_best_action: Type.String(),
   listings: Type.Array(

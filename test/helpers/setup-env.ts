@@ -20,4 +20,6 @@ Object.assign(process.env, {
   SHUTDOWN_GRACE_MS: "5000",
   // No probe-sweep scheduler unless a test asks: sweeps would probe every other file's sellers.
   HEALTH_PROBE_INTERVAL_MS: "0",
+  // Likewise no payout-sweep scheduler: a sweep would pay out every other file's sellers.
+  PAYOUT_SWEEP_INTERVAL_MS: "0",
 });

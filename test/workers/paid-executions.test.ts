@@ -83,9 +83,9 @@ async function ledgerKinds(invocationId: string): Promise<string[]> {
 
 describe("paid invocations in the worker", () => {
   it("two runs started together call once, capture once and write one receipt", async () => {
-    const s = await sellerAt((_c, res) =>
-      setTimeout(() => json(res, 200, { success: true, output: {} }), 50),
-    );
+    const s = await sellerAt((_c, res) => {
+      setTimeout(() => json(res, 200, { success: true, output: {} }), 50);
+    });
     const listing = await buildListing({ endpointUrl: s.url, price: 0.1, sellerId: seller.agentId });
     const { buyer, invocation } = await paidInvocation([listing], 100_000n);
     const outcomes = await Promise.allSettled([

@@ -1,0 +1,30 @@
+import { paymentNetworkRecord } from "../../shared/domain/x402-info.js";
+import { PaymentNetworkRecord } from "../../shared/schemas/x402.js";
+import { defineRoute, Reply, type RouteDef } from "../route.js";
+
+// The x402 gateway (spec "x402 gateway"). This release serves its info document; the paid routes arrive
+// with the gateway itself, and the document reports each endpoint as served or not from the route list.
+
+export function x402Routes(allRoutes: () => RouteDef[]): RouteDef[] {
+  let served: ReadonlySet<string> | undefined;
+  const servedRoutes = () => {
+    served ??= new Set(allRoutes().map((r) => `${r.method} ${r.path}`));
+    return served;
+  };
+  return [
+    defineRoute({
+      method: "get",
+      path: "/api/x402/info",
+      tag: "x402",
+      summary: "Payment network record: networks, assets, endpoints, flow and the chain descriptor",
+      description:
+        "Built from configuration and the live paid-execution gate on every read (Cache-Control: no-store). " +
+        "execution_ready is true only while paid execution is enabled and the x402 execute route is served.",
+      auth: "none",
+      responses: { 200: PaymentNetworkRecord },
+      async handle() {
+        return new Reply(200, await paymentNetworkRecord(servedRoutes()), { "Cache-Control": "no-store" });
+      },
+    }),
+  ];
+}

@@ -1,0 +1,288 @@
+import type { Knex } from "knex";
+import { getConfig } from "../config.js";
+import { findOwnedApiKey } from "../db/api-keys.js";
+import {
+  type ApprovalRow,
+  type ApprovalStatus,
+  type ApprovalWithInvocation,
+  decideApproval,
+  failAwaitingInvocation,
+  findApprovalForInvocation,
+  findOwnedApproval,
+  insertApproval,
+  listApprovals,
+  releaseInvocationToQueue,
+} from "../db/approvals.js";
+import { recordAudit } from "../db/audit.js";
+import type { InvocationError } from "../db/invocations.js";
+import { db } from "../db/knex.js";
+import { AppError } from "../errors.js";
+import { logger } from "../log.js";
+import { enqueue } from "../queues.js";
+import type { Principal } from "./auth.js";
+import { isUuid } from "./ids.js";
+import type { KeyPolicy } from "./key-policy.js";
+import { retryTransient } from "./ledger.js";
+import { formatUsdc, micros } from "./money.js";
+import { markJobSent } from "./outbox.js";
+import { releaseForFailure } from "./paid-invocations.js";
+import { returnDailySpend } from "./spend-limits.js";
+
+// Approvals (README "Approvals"): a purchase holding more than its key's approval_above waits, with its
+// hold and daily reservation taken, for a supervisor key of the same agent. Approve → the invocation is
+// queued through the outbox like any other; deny or expiry → it ends failed (POLICY_BLOCKED) and the
+// hold and reservation are released with refund evidence. Each decision is a conditional update of the
+// approval row, so approve and deny are each taken exactly once, whoever races.
+
+/** True when a paid hold of this size must wait for a supervisor under the key's policy. */
+export function needsApproval(policy: KeyPolicy, holdMicros: bigint): boolean {
+  return policy.approvalAboveMicros !== null && holdMicros > policy.approvalAboveMicros;
+}
+
+/** Opens the approval for an invocation just committed as awaiting_approval, in its transaction. */
+export async function requestApproval(
+  trx: Knex.Transaction,
+  principal: Principal,
+  invocationId: string,
+  holdMicros: bigint,
+  requestId: string,
+): Promise<ApprovalRow> {
+  const approval = await insertApproval(trx, {
+    agent_id: principal.agentId,
+    invocation_id: invocationId,
+    requested_by_key_id: principal.apiKeyId,
+    amountMicros: holdMicros,
+    thresholdMicros: principal.policy.approvalAboveMicros ?? 0n,
+    ttlSeconds: getConfig().approvalTtlSeconds,
+  });
+  await recordAudit(trx, {
+    actorAgentId: principal.agentId,
+    action: "approval.requested",
+    subjectType: "approval",
+    subjectId: approval.id,
+    requestId,
+    data: { key_id: principal.apiKeyId, invocation_id: invocationId, amount_micros: holdMicros.toString() },
+  });
+  return approval;
+}
+
+const urls = (approvalId: string, invocationId: string) => {
+  const base = getConfig().publicBaseUrl;
+  return {
+    approval_url: `${base}/api/approvals/${approvalId}`,
+    status_url: `${base}/api/execute/status/${invocationId}`,
+  };
+};
+
+/** The short form an invocation's status shows. */
+export function approvalSummary(a: ApprovalRow) {
+  return {
+    approval_id: a.id,
+    status: a.status,
+    amount_usdc: formatUsdc(micros(a.amount_micros)),
+    expires_at: a.expires_at.toISOString(),
+    decided_at: a.decided_at?.toISOString() ?? null,
+    approval_url: urls(a.id, a.invocation_id).approval_url,
+  };
+}
+
+function approvalView(a: ApprovalWithInvocation) {
+  return {
+    ...approvalSummary(a),
+    invocation_id: a.invocation_id,
+    invocation_status: a.invocation_status,
+    task: a.task,
+    route: a.route,
+    listing_id: a.listing_id,
+    approval_above_usdc: formatUsdc(micros(a.threshold_micros)),
+    requested_by_key_id: a.requested_by_key_id,
+    created_at: a.created_at.toISOString(),
+    decided_by_key_id: a.decided_by_key_id,
+    note: a.note,
+    status_url: urls(a.id, a.invocation_id).status_url,
+  };
+}
+
+/** The 202 answer of an execute or invoke held for approval: what is reserved and what happens next. */
+export async function awaitingApprovalResult(invocationId: string) {
+  const a = (await findApprovalForInvocation(db(), invocationId))!;
+  return {
+    success: false as const,
+    status: "awaiting_approval" as const,
+    invocation_id: invocationId,
+    approval_id: a.id,
+    amount_usdc: formatUsdc(micros(a.amount_micros)),
+    approval_above_usdc: formatUsdc(micros(a.threshold_micros)),
+    expires_at: a.expires_at.toISOString(),
+    message:
+      "held for a supervisor's decision: the amount is held and reserved against the key's daily cap; no provider has been called",
+    next_steps: [
+      "a supervisor key of this agent approves: POST /api/approvals/{approval_id}/approve → the call is queued and runs",
+      "or denies: POST /api/approvals/{approval_id}/deny → the invocation fails with POLICY_BLOCKED and the hold is released",
+      "undecided at expires_at, the hold is released as if denied",
+      "poll status_url for the outcome",
+    ],
+    ...urls(a.id, invocationId),
+  };
+}
+
+function requireSupervisor(principal: Principal): void {
+  if (!principal.policy.supervisor)
+    throw new AppError("POLICY_BLOCKED", "only a supervisor key may decide approvals", {
+      required: "supervisor",
+      hint: "use a key of this agent created with supervisor: true (the registration key is one)",
+    });
+}
+
+/** An approval this key may see: supervisors see all of the agent's, other keys those they requested. */
+async function visibleApproval(principal: Principal, approvalId: string): Promise<ApprovalWithInvocation> {
+  const a = isUuid(approvalId) ? await findOwnedApproval(db(), approvalId, principal.agentId) : undefined;
+  if (!a || (!principal.policy.supervisor && a.requested_by_key_id !== principal.apiKeyId))
+    throw new AppError("NOT_FOUND", "no approval with this id for this agent", { approval_id: approvalId });
+  return a;
+}
+
+/** GET /api/approvals: newest first, optionally one status. */
+export async function listApprovalsFor(
+  principal: Principal,
+  status: ApprovalStatus | undefined,
+  limit: number,
+) {
+  const rows = await listApprovals(db(), principal.agentId, {
+    status,
+    limit,
+    requestedByKeyId: principal.policy.supervisor ? undefined : principal.apiKeyId,
+  });
+  return { approvals: rows.map(approvalView), scope: principal.policy.supervisor ? "agent" : "this_key" };
+}
+
+/** GET /api/approvals/{id}. */
+export async function readApproval(principal: Principal, approvalId: string) {
+  return approvalView(await visibleApproval(principal, approvalId));
+}
+
+function notPending(a: ApprovalWithInvocation): AppError {
+  const status = a.status === "pending" ? "expired" : a.status;
+  return new AppError("CONFLICT", `this approval is already ${status}`, {
+    approval_id: a.id,
+    status,
+    decided_at: a.decided_at?.toISOString() ?? null,
+    expires_at: a.expires_at.toISOString(),
+  });
+}
+
+/**
+ * Ends a purchase still awaiting approval (denied or expired): the invocation fails with the given
+ * error, its hold is released with refund and outcome evidence and its daily reservation returned, in
+ * the caller's transaction. False when it was no longer awaiting approval.
+ */
+export async function releaseHeldPurchase(
+  trx: Knex.Transaction,
+  invocationId: string,
+  error: InvocationError,
+): Promise<boolean> {
+  const row = await failAwaitingInvocation(trx, invocationId, error);
+  if (!row) return false;
+  const held = micros(row.hold_micros);
+  if (held > 0n) {
+    await releaseForFailure(trx, row, held, error);
+    await returnDailySpend(trx, row.id);
+  }
+  return true;
+}
+
+type Decision = "approved" | "denied";
+
+async function decide(
+  principal: Principal,
+  approvalId: string,
+  decision: Decision,
+  note: string | null,
+  requestId: string,
+) {
+  requireSupervisor(principal);
+  const a = await visibleApproval(principal, approvalId);
+  if (decision === "approved") {
+    if (a.requested_by_key_id === principal.apiKeyId)
+      throw new AppError("POLICY_BLOCKED", "a key cannot approve its own purchase", {
+        approval_id: a.id,
+        hint: "another supervisor key of this agent decides",
+      });
+    const requester = await findOwnedApiKey(db(), a.requested_by_key_id, principal.agentId);
+    if (requester?.revoked_at)
+      throw new AppError(
+        "CONFLICT",
+        "the key that asked for this purchase has been revoked; deny it instead",
+        {
+          approval_id: a.id,
+          requested_by_key_id: a.requested_by_key_id,
+        },
+      );
+  }
+  const decided = await retryTransient(() =>
+    db().transaction(async (trx) => {
+      const row = await decideApproval(trx, a.id, principal.agentId, {
+        status: decision,
+        keyId: principal.apiKeyId,
+        note,
+      });
+      if (!row) return undefined;
+      const moved =
+        decision === "approved"
+          ? await releaseInvocationToQueue(trx, row.invocation_id, "executions")
+          : await releaseHeldPurchase(trx, row.invocation_id, {
+              code: "POLICY_BLOCKED",
+              message: "the purchase was denied by a supervisor",
+            });
+      if (!moved)
+        throw new Error(`approval ${row.id} was pending but its invocation was not awaiting approval`);
+      await recordAudit(trx, {
+        actorAgentId: principal.agentId,
+        action: decision === "approved" ? "approval.approved" : "approval.denied",
+        subjectType: "approval",
+        subjectId: row.id,
+        requestId,
+        data: {
+          key_id: principal.apiKeyId,
+          invocation_id: row.invocation_id,
+          amount_micros: row.amount_micros,
+          note,
+        },
+      });
+      return row;
+    }),
+  );
+  if (!decided) throw notPending(await visibleApproval(principal, approvalId));
+  if (decision === "approved") {
+    try {
+      await enqueue("executions", decided.invocation_id, { invocation_id: decided.invocation_id });
+      markJobSent("executions", decided.invocation_id);
+    } catch (err) {
+      logger().warn(
+        { err, request_id: requestId, invocation_id: decided.invocation_id },
+        "enqueue failed; the sweeper will send it",
+      );
+    }
+  }
+  return approvalView(await visibleApproval(principal, approvalId));
+}
+
+/** POST /api/approvals/{id}/approve: a supervisor key (not the requesting one) releases the call to run. */
+export function approvePurchase(
+  principal: Principal,
+  approvalId: string,
+  note: string | null,
+  requestId: string,
+) {
+  return decide(principal, approvalId, "approved", note, requestId);
+}
+
+/** POST /api/approvals/{id}/deny: a supervisor key ends the purchase; the hold is released. */
+export function denyPurchase(
+  principal: Principal,
+  approvalId: string,
+  note: string | null,
+  requestId: string,
+) {
+  return decide(principal, approvalId, "denied", note, requestId);
+}
