@@ -23,7 +23,7 @@ import {
   declareDiscoveryExtension,
 } from "@x402/extensions/bazaar";
 import type { Address, Hex } from "viem";
-import { caip2, chainSettings, platformAddress, publicClient } from "../chain/client.js";
+import { caip2, chainSettings, EIP3009_ABI, platformAddress, publicClient } from "../chain/client.js";
 import { getConfig } from "../config.js";
 import type { StoredAuthorization, X402Protocol } from "../db/x402-payments.js";
 import { AppError } from "../errors.js";
@@ -281,24 +281,11 @@ export async function verifyPresented(
   return server.verifyPayment(payload, requirements);
 }
 
-const AUTHORIZATION_STATE_ABI = [
-  {
-    type: "function",
-    name: "authorizationState",
-    stateMutability: "view",
-    inputs: [
-      { name: "authorizer", type: "address" },
-      { name: "nonce", type: "bytes32" },
-    ],
-    outputs: [{ name: "", type: "bool" }],
-  },
-] as const;
-
 /** True when the token has already consumed (or the payer cancelled) this EIP-3009 nonce. */
 export async function authorizationUsed(asset: string, from: string, nonce: string): Promise<boolean> {
   return publicClient().readContract({
     address: asset as Address,
-    abi: AUTHORIZATION_STATE_ABI,
+    abi: EIP3009_ABI,
     functionName: "authorizationState",
     args: [from as Address, nonce as Hex],
   });

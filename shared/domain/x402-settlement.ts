@@ -1,5 +1,5 @@
 import { type Address, type Hex, isAddressEqual, parseEventLogs, type TransactionReceipt } from "viem";
-import { ERC20_ABI } from "../chain/client.js";
+import { EIP3009_ABI, ERC20_ABI } from "../chain/client.js";
 import {
   type ContractWrite,
   confirmation,
@@ -62,30 +62,12 @@ const waiting = (reason: string, retryInMs: number): X402SettlementOutcome => ({
   retryInMs,
 });
 
-const TRANSFER_WITH_AUTHORIZATION_ABI = [
-  {
-    type: "function",
-    name: "transferWithAuthorization",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "from", type: "address" },
-      { name: "to", type: "address" },
-      { name: "value", type: "uint256" },
-      { name: "validAfter", type: "uint256" },
-      { name: "validBefore", type: "uint256" },
-      { name: "nonce", type: "bytes32" },
-      { name: "signature", type: "bytes" },
-    ],
-    outputs: [],
-  },
-] as const;
-
 /** transferWithAuthorization in its bytes-signature form (USDC v2.2 and our TestUSDC have it). */
 function transferCall(p: X402PaymentRow): ContractWrite {
   const a = p.authorization;
   return {
     address: p.asset as Address,
-    abi: TRANSFER_WITH_AUTHORIZATION_ABI,
+    abi: EIP3009_ABI,
     functionName: "transferWithAuthorization",
     args: [
       a.from as Address,

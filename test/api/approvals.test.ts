@@ -1,17 +1,17 @@
 import { randomBytes } from "node:crypto";
-import { generatePrivateKey } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalChain, startLocalChain } from "../../shared/chain/local-chain.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { expireDueApprovals } from "../../shared/domain/approval-expiry.js";
 import { balances } from "../../shared/domain/ledger.js";
-import { creditDeposit } from "../../shared/domain/ledger-flows.js";
 import { parseUsdc } from "../../shared/domain/money.js";
 import { getQueue } from "../../shared/queues.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { type ApiResponse, api, errorCode } from "../helpers/http.js";
+import { fundAgent } from "../helpers/money.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
+import { usePaidChain } from "../helpers/paid-chain.js";
 import { waitFor } from "../helpers/processes.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
@@ -32,12 +32,7 @@ const usdc = (n: number) => parseUsdc(n, "/test");
 beforeAll(async () => {
   ownDb = await useOwnDatabase("approvals");
   chain = await startLocalChain();
-  overrideConfig({
-    chainRpcUrl: chain.rpcUrl,
-    chainId: chain.chainId,
-    usdcAddress: chain.tokenAddress,
-    platformSignerKey: generatePrivateKey(),
-  });
+  await usePaidChain(chain);
   service = await startService();
   seller = await startSeller((call, res) =>
     json(res, 200, { success: true, output: { got: call.body.input } }),
@@ -62,13 +57,7 @@ interface Team {
 
 async function team(): Promise<Team> {
   const buyer = await buildAgent();
-  await creditDeposit({
-    agentId: buyer.agentId,
-    currency: "USDC",
-    amountMicros: usdc(2),
-    reference: { type: "test", id: buyer.agentId },
-    idempotencyKey: `test:fund:${randomBytes(8).toString("hex")}`,
-  });
+  await fundAgent(buyer.agentId, usdc(2));
   const make = async (body: Record<string, unknown>) => {
     const res = await api("POST", "/api/keys", { key: buyer.apiKey, body });
     expect(res.status).toBe(201);

@@ -1,16 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { generatePrivateKey } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type LocalChain, startLocalChain } from "../../shared/chain/local-chain.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { resetGateCache } from "../../shared/domain/availability.js";
 import { balances, platformAccount } from "../../shared/domain/ledger.js";
-import { creditDeposit } from "../../shared/domain/ledger-flows.js";
-import { parseUsdc } from "../../shared/domain/money.js";
+import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
+import { fundedAgent, MONEY_TABLES, rowCounts, usdc } from "../helpers/money.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
+import { usePaidChain } from "../helpers/paid-chain.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
 
@@ -26,44 +25,9 @@ let okSeller: TestSeller;
 let brokenSeller: TestSeller;
 let sellerAgent: TestAgent;
 
-const usdc = (n: number) => parseUsdc(n, "/test");
 const taskName = () => `paid-${randomBytes(4).toString("hex")}`;
-
-async function fund(agent: TestAgent, amount: number): Promise<void> {
-  await creditDeposit({
-    agentId: agent.agentId,
-    currency: "USDC",
-    amountMicros: usdc(amount),
-    reference: { type: "test", id: agent.agentId },
-    idempotencyKey: `test:fund:${randomBytes(8).toString("hex")}`,
-  });
-}
-
-async function funded(amount: number): Promise<TestAgent> {
-  const agent = await buildAgent();
-  await fund(agent, amount);
-  return agent;
-}
-
-/** Rows of every table a paid request may write. */
-async function moneyRowCounts(): Promise<Record<string, number>> {
-  const tables = [
-    "invocations",
-    "invocation_attempts",
-    "receipts",
-    "job_outbox",
-    "idempotency_keys",
-    "ledger_transactions",
-    "ledger_entries",
-    "payment_evidence",
-  ];
-  const counts: Record<string, number> = {};
-  for (const t of tables) {
-    const [row] = await db()(t).count({ n: "*" });
-    counts[t] = Number(row!.n);
-  }
-  return counts;
-}
+const funded = (amount: number) => fundedAgent(amount);
+const moneyRowCounts = () => rowCounts(MONEY_TABLES);
 
 async function revenue(): Promise<bigint> {
   return (await platformAccount("platform_revenue", "USDC")).balance_micros;
@@ -72,13 +36,8 @@ async function revenue(): Promise<bigint> {
 beforeAll(async () => {
   ownDb = await useOwnDatabase("paid");
   chain = await startLocalChain();
-  overrideConfig({
-    chainRpcUrl: chain.rpcUrl,
-    chainId: chain.chainId,
-    usdcAddress: chain.tokenAddress,
-    platformSignerKey: generatePrivateKey(),
-    adminApiKey: ADMIN_KEY,
-  });
+  await usePaidChain(chain);
+  overrideConfig({ adminApiKey: ADMIN_KEY });
   service = await startService();
   okSeller = await startSeller((call, res) => json(res, 200, { success: true, output: { got: call.body } }));
   brokenSeller = await startSeller((_call, res) => json(res, 500, { error: "boom" }));

@@ -1,17 +1,17 @@
 import { randomBytes } from "node:crypto";
-import { generatePrivateKey } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalChain, startLocalChain } from "../../shared/chain/local-chain.js";
-import { getConfig, overrideConfig } from "../../shared/config.js";
+import { getConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { balances } from "../../shared/domain/ledger.js";
-import { creditDeposit } from "../../shared/domain/ledger-flows.js";
 import { parseUsdc } from "../../shared/domain/money.js";
 import { utcDayEnd } from "../../shared/domain/spend-limits.js";
 import { freePort } from "../../shared/infra/free-port.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
+import { fundedAgent, MONEY_TABLES, rowCounts } from "../helpers/money.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
+import { usePaidChain } from "../helpers/paid-chain.js";
 import { startProcess, waitFor } from "../helpers/processes.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
@@ -31,17 +31,7 @@ let sellerAgent: TestAgent;
 const usdc = (n: number) => parseUsdc(n, "/test");
 const taskName = () => `limits-${randomBytes(4).toString("hex")}`;
 
-async function funded(amount: number): Promise<TestAgent> {
-  const agent = await buildAgent();
-  await creditDeposit({
-    agentId: agent.agentId,
-    currency: "USDC",
-    amountMicros: usdc(amount),
-    reference: { type: "test", id: agent.agentId },
-    idempotencyKey: `test:fund:${randomBytes(8).toString("hex")}`,
-  });
-  return agent;
-}
+const funded = (amount: number) => fundedAgent(amount);
 
 /** A key of the buyer with the given settings, made by its registration key. */
 async function keyWith(
@@ -58,22 +48,7 @@ async function today(buyer: TestAgent, keyId: string) {
   return list.body.keys.find((k: { key_id: string }) => k.key_id === keyId).today;
 }
 
-async function moneyRowCounts(): Promise<Record<string, number>> {
-  const tables = [
-    "invocations",
-    "invocation_attempts",
-    "job_outbox",
-    "idempotency_keys",
-    "ledger_transactions",
-    "ledger_entries",
-    "payment_evidence",
-    "api_key_spend_days",
-    "approvals",
-  ];
-  const counts: Record<string, number> = {};
-  for (const t of tables) counts[t] = Number((await db()(t).count({ n: "*" }))[0]!.n);
-  return counts;
-}
+const moneyRowCounts = () => rowCounts(MONEY_TABLES);
 
 const paid = (price: number, more: Partial<Parameters<typeof buildListing>[0]> = {}) =>
   buildListing({ endpointUrl: okSeller.url, price, sellerId: sellerAgent.agentId, ...more });
@@ -81,12 +56,7 @@ const paid = (price: number, more: Partial<Parameters<typeof buildListing>[0]> =
 beforeAll(async () => {
   ownDb = await useOwnDatabase("limits");
   chain = await startLocalChain();
-  overrideConfig({
-    chainRpcUrl: chain.rpcUrl,
-    chainId: chain.chainId,
-    usdcAddress: chain.tokenAddress,
-    platformSignerKey: generatePrivateKey(),
-  });
+  await usePaidChain(chain);
   service = await startService();
   okSeller = await startSeller((_call, res) => json(res, 200, { success: true, output: { ok: true } }));
   brokenSeller = await startSeller((_call, res) => json(res, 500, { error: "boom" }));

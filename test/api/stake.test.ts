@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { db } from "../../shared/db/knex.js";
 import { balances } from "../../shared/domain/ledger.js";
-import { creditDeposit } from "../../shared/domain/ledger-flows.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, insertInvocation, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
+import { fundAgent } from "../helpers/money.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { startService, type TestService } from "../helpers/service.js";
@@ -36,13 +36,7 @@ const USDC = (n: number) => BigInt(Math.round(n * 1_000_000));
 async function seller(usdc = 5, intent: "seller" | "both" = "seller"): Promise<TestAgent> {
   const agent = await buildAgent(intent);
   if (usdc > 0) {
-    await creditDeposit({
-      agentId: agent.agentId,
-      currency: "USDC",
-      amountMicros: USDC(usdc),
-      reference: { type: "test", id: randomUUID() },
-      idempotencyKey: `test:fund:${randomUUID()}`,
-    });
+    await fundAgent(agent.agentId, USDC(usdc));
   }
   return agent;
 }

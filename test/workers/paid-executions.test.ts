@@ -1,14 +1,15 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { InvocationRow } from "../../shared/db/invocations.js";
 import { closeDb, db } from "../../shared/db/knex.js";
 import type { ListingRow } from "../../shared/db/listings.js";
 import { balances } from "../../shared/domain/ledger.js";
-import { creditDeposit, holdFunds } from "../../shared/domain/ledger-flows.js";
+import { holdFunds } from "../../shared/domain/ledger-flows.js";
 import { holdKey } from "../../shared/domain/paid-invocations.js";
 import { closeQueues } from "../../shared/queues.js";
 import { processExecution } from "../../workers/executions.js";
 import { buildAgent, buildListing, insertInvocation, type TestAgent } from "../helpers/factories.js";
+import { fundAgent } from "../helpers/money.js";
 import { json, type SellerHandler, startSeller, type TestSeller } from "../helpers/seller.js";
 
 // The worker's money effects under at-least-once delivery: however many runs an invocation gets, its
@@ -38,13 +39,7 @@ async function paidInvocation(
   holdMicros: bigint,
 ): Promise<{ buyer: TestAgent; invocation: InvocationRow }> {
   const buyer = await buildAgent();
-  await creditDeposit({
-    agentId: buyer.agentId,
-    currency: "USDC",
-    amountMicros: 1_000_000n,
-    reference: { type: "test", id: buyer.agentId },
-    idempotencyKey: `test:fund:${randomBytes(8).toString("hex")}`,
-  });
+  await fundAgent(buyer.agentId, 1_000_000n);
   const key = await db()("api_keys").where({ agent_id: buyer.agentId }).first();
   const id = randomUUID();
   const invocation = await db().transaction(async (trx) => {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Worker } from "bullmq";
 import { type Address, getAddress, type PrivateKeyAccount } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ERC20_ABI } from "../../shared/chain/client.js";
+import { EIP3009_ABI, ERC20_ABI } from "../../shared/chain/client.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { claimAddress, closeOpenLink, insertLink } from "../../shared/db/wallets.js";
@@ -311,24 +311,6 @@ describe("custody frozen", () => {
   });
 });
 
-const TRANSFER_WITH_AUTHORIZATION = [
-  {
-    type: "function",
-    name: "transferWithAuthorization",
-    stateMutability: "nonpayable",
-    inputs: [
-      { name: "from", type: "address" },
-      { name: "to", type: "address" },
-      { name: "value", type: "uint256" },
-      { name: "validAfter", type: "uint256" },
-      { name: "validBefore", type: "uint256" },
-      { name: "nonce", type: "bytes32" },
-      { name: "signature", type: "bytes" },
-    ],
-    outputs: [],
-  },
-] as const;
-
 /** Moves the platform's whole USDC balance away without using its nonce (EIP-3009, submitted by another wallet). */
 async function drainPlatform(sink: Address): Promise<bigint> {
   const amount = await tokenBalance(platform.address);
@@ -341,7 +323,7 @@ async function drainPlatform(sink: Address): Promise<bigint> {
   const relayer = await chain.newWallet();
   const hash = await localWalletClient(chain, relayer.account).writeContract({
     address: chain.tokenAddress,
-    abi: TRANSFER_WITH_AUTHORIZATION,
+    abi: EIP3009_ABI,
     functionName: "transferWithAuthorization",
     args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signature],
   });

@@ -1,0 +1,50 @@
+import { randomBytes } from "node:crypto";
+import { db } from "../../shared/db/knex.js";
+import { creditDeposit } from "../../shared/domain/ledger-flows.js";
+import { parseUsdc } from "../../shared/domain/money.js";
+import { buildAgent, type TestAgent } from "./factories.js";
+
+/** USDC (a number) in micro-USDC. */
+export const usdc = (n: number): bigint => parseUsdc(n, "/test");
+
+/** Credits an agent's available USDC as a deposit would (without the chain), under a fresh key. */
+export async function fundAgent(agentId: string, amountMicros: bigint): Promise<void> {
+  await creditDeposit({
+    agentId,
+    currency: "USDC",
+    amountMicros,
+    reference: { type: "test", id: agentId },
+    idempotencyKey: `test:fund:${randomBytes(8).toString("hex")}`,
+  });
+}
+
+/** A new buyer (or seller) holding `amount` USDC available. */
+export async function fundedAgent(
+  amount: number,
+  intent: "buyer" | "seller" | "both" = "buyer",
+): Promise<TestAgent> {
+  const agent = await buildAgent(intent);
+  await fundAgent(agent.agentId, usdc(amount));
+  return agent;
+}
+
+/** Every row of each table: for "refused, and nothing was written" checks (in a database of one's own). */
+export async function rowCounts(tables: readonly string[]): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const t of tables) counts[t] = Number((await db()(t).count({ n: "*" }))[0]!.n);
+  return counts;
+}
+
+/** The tables a paid call may write. */
+export const MONEY_TABLES = [
+  "invocations",
+  "invocation_attempts",
+  "receipts",
+  "job_outbox",
+  "idempotency_keys",
+  "ledger_transactions",
+  "ledger_entries",
+  "payment_evidence",
+  "api_key_spend_days",
+  "approvals",
+] as const;
