@@ -28,6 +28,7 @@ import {
   enqueueX402Settlement,
   recordX402Execution,
   recordX402Failure,
+  x402TooLateToCall,
 } from "../shared/domain/x402-payments.js";
 import { logger } from "../shared/log.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
@@ -243,6 +244,15 @@ export async function processExecution(payload: QueuePayload<"executions">): Pro
       };
       await skipAttempt(attempt.id, "PROVIDER_UNAVAILABLE", last.message);
       continue;
+    }
+    if (invocation.route === "x402" && (await x402TooLateToCall(invocation.id, callTimeoutMs(target)))) {
+      last = {
+        code: "TIMEOUT",
+        message:
+          "not called: the x402 payment authorization lapses before a settlement could be submitted; nothing is charged",
+      };
+      await skipAttempt(attempt.id, "TIMEOUT", last.message);
+      break;
     }
     const slot = await acquireCallSlot(target, callTimeoutMs(target) + ATTEMPT_MARGIN_MS);
     if (!slot.ok) {

@@ -97,6 +97,20 @@ export async function recordX402Failure(
   );
 }
 
+/** Time the settlement worker needs after a call to submit the transfer before the authorization lapses. */
+export const SETTLEMENT_SUBMIT_MARGIN_MS = 30_000;
+
+/**
+ * True when an x402 call must not be made any more: the payment's authorization would lapse before the
+ * call (up to callMs) ends and its settlement is submitted, so the seller would work for nothing. A call
+ * that waited in the queue (a Redis outage, a backlog) is refused and voided instead.
+ */
+export async function x402TooLateToCall(invocationId: string, callMs: number): Promise<boolean> {
+  const payment = await findX402PaymentByInvocation(db(), invocationId);
+  if (!payment) return false;
+  return Number(payment.valid_before) * 1000 < Date.now() + callMs + SETTLEMENT_SUBMIT_MARGIN_MS;
+}
+
 /** Sends a settlement job after its commit; if Redis fails, the outbox sweeper sends it. */
 export async function enqueueX402Settlement(paymentId: string): Promise<void> {
   try {
