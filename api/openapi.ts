@@ -38,6 +38,7 @@ function operation(def: RouteDef) {
     };
   }
   if (def.auth !== "none") responses["401"] ??= errorResponse("UNAUTHORIZED");
+  if (def.limitPerClient) responses["429"] ??= errorResponse("RATE_LIMITED");
   return {
     operationId: `${def.method}${def.path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
     summary: def.summary,

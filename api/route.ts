@@ -51,6 +51,11 @@ export interface RouteDef {
   summary: string;
   description?: string;
   tag: string;
+  /**
+   * Keyless routes that write rows (a quote, an agent) are limited per client IP and route to
+   * KEYLESS_REQUESTS_PER_MINUTE (429 RATE_LIMITED), so nobody can fill the database anonymously.
+   */
+  limitPerClient?: boolean;
   /** none; key = an agent's API key; admin = the operator secret ADMIN_API_KEY (404 when unset). */
   auth: "none" | "key" | "admin";
   params?: TObject;

@@ -62,6 +62,7 @@ export interface Config {
   payoutThresholdMicros: bigint;
   payoutSweepIntervalMs: number;
   payoutPauseAfterSignMs: number;
+  keylessRequestsPerMinute: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -519,6 +520,13 @@ export const SETTINGS = {
     "fault injection for tests: the payouts worker waits this long after recording a signed payout, before broadcasting it; keep 0",
     0,
     600000,
+  ),
+  keylessRequestsPerMinute: int(
+    "KEYLESS_REQUESTS_PER_MINUTE",
+    120,
+    "per client IP and route, for keyless routes that write rows (registration, x402 quotes and challenges)",
+    1,
+    1_000_000,
   ),
 } as const;
 

@@ -47,6 +47,7 @@ const registerRoute = defineRoute({
   tag: "registration",
   summary: "Register an agent: identity, API key and signing key, each secret shown once",
   auth: "none",
+  limitPerClient: true,
   body: QuickstartBody,
   responses: { 201: QuickstartResult },
   errors: ["SCHEMA_VALIDATION_FAILED"],

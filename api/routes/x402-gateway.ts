@@ -63,9 +63,10 @@ export const x402GatewayRoutes = [
       "No key needed. A paid top candidate gets a quote (X402_QUOTE_TTL_SECONDS) for POST /api/x402/execute; a " +
       "free one needs no payment (quote_id null, free_route). Paid only while paid execution is closed → 503.",
     auth: "none",
+    limitPerClient: true,
     query: X402MatchQuery,
     responses: { 200: X402MatchResult },
-    errors: ["SCHEMA_VALIDATION_FAILED", "LISTING_NOT_FOUND", "TEMPORARILY_UNAVAILABLE"],
+    errors: ["SCHEMA_VALIDATION_FAILED", "LISTING_NOT_FOUND", "TEMPORARILY_UNAVAILABLE", "RATE_LIMITED"],
     async handle(_ctx, { query }: { query: Static<typeof X402MatchQuery> }) {
       return x402Match(query.task);
     },
@@ -92,6 +93,7 @@ export const x402GatewayRoutes = [
     summary: "Invoke one paid listing over x402 or MPP; the 402 binds a fresh quote at the listing's price",
     description: `Body {input}. Locked to the listing: no fallback. ${PAID_DESCRIPTION}`,
     auth: "none",
+    limitPerClient: true,
     params: ListingParams,
     body: X402InvokeBody,
     responses: { 200: X402PaidResult, 202: X402Pending },

@@ -20,6 +20,8 @@ Object.assign(process.env, {
   SHUTDOWN_GRACE_MS: "5000",
   // No probe-sweep scheduler unless a test asks: sweeps would probe every other file's sellers.
   HEALTH_PROBE_INTERVAL_MS: "0",
+  // Every test file registers many agents from 127.0.0.1; test/api/client-limits.test.ts sets its own.
+  KEYLESS_REQUESTS_PER_MINUTE: "100000",
   // Likewise no payout-sweep scheduler: a sweep would pay out every other file's sellers.
   PAYOUT_SWEEP_INTERVAL_MS: "0",
 });
