@@ -20,6 +20,7 @@ const StatsResult = Type.Object({
   invocations_succeeded: Type.Integer(),
   invocations_failed: Type.Integer(),
   invocations_in_progress: Type.Integer(),
+  invocations_awaiting_approval: Type.Integer(),
   receipts: Type.Integer(),
   generated_at: Timestamp,
 });

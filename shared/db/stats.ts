@@ -7,6 +7,7 @@ export interface MarketCounts {
   invocations_succeeded: number;
   invocations_failed: number;
   invocations_in_progress: number;
+  invocations_awaiting_approval: number;
   receipts: number;
 }
 
@@ -20,6 +21,7 @@ export async function readMarketCounts(q: Db): Promise<MarketCounts> {
       (select count(*) from invocations where status = 'succeeded') as invocations_succeeded,
       (select count(*) from invocations where status = 'failed') as invocations_failed,
       (select count(*) from invocations where status in ('queued','running')) as invocations_in_progress,
+      (select count(*) from invocations where status = 'awaiting_approval') as invocations_awaiting_approval,
       (select count(*) from receipts) as receipts`);
   const row = result.rows[0] as Record<keyof MarketCounts, string>;
   return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)])) as unknown as MarketCounts;

@@ -23,7 +23,7 @@ import { readGate } from "./availability.js";
 import { retryTransient } from "./ledger.js";
 import { recordX402Settlement } from "./ledger-flows.js";
 import { paymentEvidence } from "./x402-payments.js";
-import { type PaymentRequirements, verifyPresented } from "./x402-protocol.js";
+import { authorizationUsed, type PaymentRequirements, verifyPresented } from "./x402-protocol.js";
 
 // Settling an x402 payment (README "x402 gateway"). Once its call succeeded (x402-payments.ts: the
 // payment is `settling` and its job queued), the settlement-confirmations worker runs
@@ -144,7 +144,13 @@ async function submit(p: X402PaymentRow, options: SendOptions): Promise<ChainTxR
     },
     p.requirements as unknown as PaymentRequirements,
   ).catch((err: unknown) => ({ isValid: false, invalidReason: `verify_error:${(err as Error).message}` }));
-  if (!verdict.isValid) return retryOrExpire(p, verdict.invalidReason ?? "verification_failed");
+  if (!verdict.isValid) {
+    // We have recorded no transaction for it, so a used nonce means the payer spent or cancelled the
+    // authorization elsewhere: no retry can settle it any more.
+    const consumed = await authorizationUsed(p.asset, p.payer, p.authorization_nonce).catch(() => false);
+    if (consumed) return failSettlement(p, "authorization_nonce_consumed_elsewhere", ["settling"]);
+    return retryOrExpire(p, verdict.invalidReason ?? "verification_failed");
+  }
   try {
     return await sendOnce(SETTLEMENT_PURPOSE, p.id, transferCall(p), options);
   } catch (err) {

@@ -51,6 +51,7 @@ describe("GET /api/stats", () => {
     "invocations_succeeded",
     "invocations_failed",
     "invocations_in_progress",
+    "invocations_awaiting_approval",
     "receipts",
   ];
 

@@ -1,9 +1,11 @@
+import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TEST_TOKEN_ABI } from "../../shared/chain/test-token-artifact.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { setCustody } from "../../shared/domain/custody.js";
 import { processX402Settlement } from "../../shared/domain/x402-settlement.js";
-import { type LocalChain, startLocalChain } from "../helpers/chain.js";
+import { type LocalChain, localWalletClient, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api } from "../helpers/http.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
@@ -139,5 +141,40 @@ describe("processX402Settlement", () => {
     const status = await api("GET", `/api/x402/status/${body.invocation_id}`);
     expect(status.body.settlement).toMatchObject({ state: "settlement_failed" });
     expect(status.body.payment.status).toBe("settlement_failed");
+  });
+
+  it("fails at once when the payer cancelled the authorization before it was submitted", async () => {
+    const { paymentId, buyer } = await paidCall();
+    const payment = await db()("x402_payments").where({ id: paymentId }).first();
+    const nonce = payment.authorization_nonce as Hex;
+    const signature = await buyer.wallet.account.signTypedData({
+      domain: {
+        name: "USD Coin",
+        version: "2",
+        chainId: chain.chainId,
+        verifyingContract: chain.tokenAddress,
+      },
+      types: {
+        CancelAuthorization: [
+          { name: "authorizer", type: "address" },
+          { name: "nonce", type: "bytes32" },
+        ],
+      },
+      primaryType: "CancelAuthorization",
+      message: { authorizer: buyer.wallet.address, nonce },
+    });
+    const hash = await localWalletClient(chain, buyer.wallet.account).writeContract({
+      address: chain.tokenAddress,
+      abi: TEST_TOKEN_ABI,
+      functionName: "cancelAuthorization",
+      args: [buyer.wallet.address, nonce, signature],
+    });
+    await chain.publicClient.waitForTransactionReceipt({ hash });
+    expect(await processX402Settlement(paymentId)).toMatchObject({
+      status: "settlement_failed",
+      reason: "authorization_nonce_consumed_elsewhere",
+    });
+    expect(await chainTxs(paymentId)).toHaveLength(0);
+    expect(await usdcBalance(chain, buyer.wallet.address)).toBe(100_000n);
   });
 });
