@@ -1,7 +1,7 @@
-import { type Address, BaseError, isAddressEqual, parseEventLogs, type TransactionReceipt } from "viem";
-import { ERC20_ABI } from "../chain/client.js";
+import { type Address, BaseError, type TransactionReceipt } from "viem";
 import { confirmation, rebroadcast } from "../chain/durable-tx.js";
 import { rpcErrorSummary } from "../chain/rpc-error.js";
+import { findTransfer } from "../chain/transfers.js";
 import { getConfig } from "../config.js";
 import { recordAudit } from "../db/audit.js";
 import { type ChainTxRow, findChainTx } from "../db/chain-transactions.js";
@@ -41,13 +41,12 @@ async function wait(p: PayoutRow, reason: string, retryInMs: number): Promise<Pa
 
 /** The payout's USDC Transfer (platform → to_address, the amount) in a receipt: what proves it was paid. */
 function payoutTransfer(p: PayoutRow, tx: ChainTxRow, receipt: TransactionReceipt) {
-  return parseEventLogs({ abi: ERC20_ABI, eventName: "Transfer", logs: receipt.logs }).find(
-    (l) =>
-      isAddressEqual(l.address, tx.to_address as Address) &&
-      isAddressEqual(l.args.from, tx.from_address as Address) &&
-      isAddressEqual(l.args.to, p.to_address as Address) &&
-      l.args.value === BigInt(p.amount_micros),
-  );
+  return findTransfer(receipt.logs, {
+    token: tx.to_address as Address,
+    from: tx.from_address as Address,
+    to: p.to_address as Address,
+    value: BigInt(p.amount_micros),
+  });
 }
 
 /** Books a confirmed payout in one transaction; the payable and clearing accounts are locked first, in id order. */

@@ -1,5 +1,5 @@
-import { type Address, type Hex, isAddressEqual, parseEventLogs, type TransactionReceipt } from "viem";
-import { EIP3009_ABI, ERC20_ABI } from "../chain/client.js";
+import type { Address, Hex, TransactionReceipt } from "viem";
+import { EIP3009_ABI } from "../chain/client.js";
 import {
   type ContractWrite,
   confirmation,
@@ -7,6 +7,7 @@ import {
   type SendOptions,
   sendOnce,
 } from "../chain/durable-tx.js";
+import { findTransfer } from "../chain/transfers.js";
 import { getConfig } from "../config.js";
 import { type ChainTxRow, findChainTx } from "../db/chain-transactions.js";
 import { appendEvidence } from "../db/evidence.js";
@@ -160,13 +161,13 @@ async function submit(p: X402PaymentRow, options: SendOptions): Promise<ChainTxR
 
 /** The matching USDC Transfer (payer → payTo, the amount) in a receipt: what proves the payment. */
 function transferMatches(p: X402PaymentRow, receipt: TransactionReceipt): boolean {
-  return parseEventLogs({ abi: ERC20_ABI, eventName: "Transfer", logs: receipt.logs }).some(
-    (l) =>
-      isAddressEqual(l.address, p.asset as Address) &&
-      isAddressEqual(l.args.from, p.payer as Address) &&
-      isAddressEqual(l.args.to, p.pay_to as Address) &&
-      l.args.value === BigInt(p.amount_micros),
-  );
+  const expected = {
+    token: p.asset as Address,
+    from: p.payer as Address,
+    to: p.pay_to as Address,
+    value: BigInt(p.amount_micros),
+  };
+  return findTransfer(receipt.logs, expected) !== undefined;
 }
 
 /** Confirmed on chain: in ONE transaction, confirmation evidence, the ledger posting, outcome, settled. */
