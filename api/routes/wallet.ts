@@ -1,13 +1,15 @@
 import { type Static, Type } from "@sinclair/typebox";
+import { authorizeDeposit, requestDeposit } from "../../shared/domain/deposit-authorization.js";
 import {
   depositStatus,
   depositView,
-  purchaseInstructions,
+  type VerifyResult as VerifyOutcome,
   verifyDeposit,
 } from "../../shared/domain/deposits.js";
 import { walletPricing } from "../../shared/domain/pricing.js";
 import { walletView } from "../../shared/domain/wallet.js";
 import {
+  AuthorizeBody,
   DepositWithEvidence,
   Pricing,
   PurchaseBody,
@@ -49,19 +51,41 @@ const purchaseRoute = defineRoute({
   method: "post",
   path: "/api/wallet/purchase",
   tag: "wallet",
-  summary: "Paid route: the exact USDC transfer that funds your balance (a deposit request)",
+  summary: "Paid route: the exact USDC transfer that funds your balance, or a gasless authorization to sign",
   description:
     "Answers 503 TEMPORARILY_UNAVAILABLE while paid execution is not enabled (read GET /market.json first). " +
-    "Needs a linked wallet (422 WALLET_NOT_LINKED). Nothing is charged or recorded: send the transfer, then " +
-    "POST /api/wallet/purchase/verify {tx_hash}.",
+    "Needs a linked wallet (422 WALLET_NOT_LINKED). method transfer (default): nothing is charged or " +
+    "recorded; send the transfer, then POST /api/wallet/purchase/verify {tx_hash}. method authorization: a " +
+    "stored EIP-3009 TransferWithAuthorization to sign (typed_data); POST /api/wallet/purchase/authorize " +
+    "{deposit_request_id, signature} and the platform submits it and pays the gas.",
   auth: "key",
   body: PurchaseBody,
   responses: { 200: PurchaseInstructions },
-  errors: ["UNAUTHORIZED", "SCHEMA_VALIDATION_FAILED", "TEMPORARILY_UNAVAILABLE", "WALLET_NOT_LINKED"],
+  errors: [
+    "UNAUTHORIZED",
+    "SCHEMA_VALIDATION_FAILED",
+    "TEMPORARILY_UNAVAILABLE",
+    "WALLET_NOT_LINKED",
+    "RATE_LIMITED",
+  ],
   async handle(ctx, { body }: { body: Static<typeof PurchaseBody> }) {
-    return purchaseInstructions(ctx.state.auth!.agentId, body.amount_usdc);
+    return requestDeposit(ctx.state.auth!.agentId, body, ctx.state.requestId);
   },
 });
+
+/** 202 + Location while the deposit is open, 200 once it is final (verify and authorize alike). */
+function depositReply({ deposit, created }: VerifyOutcome): Reply {
+  const view = depositView(deposit);
+  const open = deposit.status === "pending" || deposit.status === "confirming";
+  const message = open
+    ? "Recorded; the deposit is credited after its confirmations. Poll status_url."
+    : `This deposit is ${deposit.status}.`;
+  return new Reply(
+    open ? 202 : 200,
+    { ...view, replayed: !created, message },
+    open ? { Location: view.status_url } : {},
+  );
+}
 
 const verifyRoute = defineRoute({
   method: "post",
@@ -83,21 +107,39 @@ const verifyRoute = defineRoute({
     "CONFLICT",
   ],
   async handle(ctx, { body }: { body: Static<typeof VerifyBody> }) {
-    const { deposit, created } = await verifyDeposit(
-      ctx.state.auth!.agentId,
-      body.tx_hash as `0x${string}`,
-      ctx.state.requestId,
+    return depositReply(
+      await verifyDeposit(ctx.state.auth!.agentId, body.tx_hash as `0x${string}`, ctx.state.requestId),
     );
-    const view = depositView(deposit);
-    const open = deposit.status === "pending" || deposit.status === "confirming";
-    const message = open
-      ? "Recorded; the deposit is credited after its confirmations. Poll status_url."
-      : `This deposit is ${deposit.status}.`;
-    return new Reply(
-      open ? 202 : 200,
-      { ...view, replayed: !created, message },
-      open ? { Location: view.status_url } : {},
-    );
+  },
+});
+
+const authorizeRoute = defineRoute({
+  method: "post",
+  path: "/api/wallet/purchase/authorize",
+  tag: "wallet",
+  summary:
+    "Gasless deposit: submit your signed EIP-3009 authorization; the platform sends it and pays the gas",
+  description:
+    "Body {deposit_request_id, signature}: the 65-byte EIP-712 signature of the typed_data that POST " +
+    "/api/wallet/purchase {method: authorization} returned. 202 with the deposit (as verify) and Location: " +
+    "its status URL; authorizing the same request again returns the same deposit (replayed: true). 400 " +
+    "WALLET_SIGNATURE_INVALID, 404 for another agent's request, 409 when expired or its nonce is used, 402 " +
+    "when the wallet lacks the USDC; nothing is recorded for a refusal. 503 while paid execution is not enabled.",
+  auth: "key",
+  body: AuthorizeBody,
+  responses: { 200: VerifyResult, 202: VerifyResult },
+  errors: [
+    "UNAUTHORIZED",
+    "SCHEMA_VALIDATION_FAILED",
+    "TEMPORARILY_UNAVAILABLE",
+    "NOT_FOUND",
+    "WALLET_SIGNATURE_INVALID",
+    "CONFLICT",
+    "PAYMENT_REQUIRED",
+    "SERVICE_UNAVAILABLE",
+  ],
+  async handle(ctx, { body }: { body: Static<typeof AuthorizeBody> }) {
+    return depositReply(await authorizeDeposit(ctx.state.auth!.agentId, body, ctx.state.requestId));
   },
 });
 
@@ -117,4 +159,11 @@ const depositRoute = defineRoute({
   },
 });
 
-export const walletRoutes = [walletRoute, pricingRoute, purchaseRoute, verifyRoute, depositRoute];
+export const walletRoutes = [
+  walletRoute,
+  pricingRoute,
+  purchaseRoute,
+  verifyRoute,
+  authorizeRoute,
+  depositRoute,
+];

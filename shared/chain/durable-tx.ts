@@ -31,7 +31,10 @@ export interface ContractWrite {
 }
 
 export interface SendOptions {
-  /** Runs after the signed transaction is committed and before it is broadcast (crash tests). */
+  /**
+   * Runs after the signed transaction is committed and before it is broadcast: records what depends on
+   * the hash (a gasless deposit's claim) before the transaction can exist on chain; crash tests.
+   */
   beforeBroadcast?: (row: ChainTxRow) => Promise<void>;
 }
 

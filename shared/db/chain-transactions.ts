@@ -29,6 +29,13 @@ export async function findChainTx(
   return q<ChainTxRow>("chain_transactions").where({ purpose, subject_id: subjectId }).first();
 }
 
+/** The recorded platform transaction with this hash, if the platform signed it. */
+export async function findChainTxByHash(q: Db, txHash: string): Promise<ChainTxRow | undefined> {
+  return q<ChainTxRow>("chain_transactions")
+    .where({ tx_hash: txHash.toLowerCase() as `0x${string}` })
+    .first();
+}
+
 /**
  * Serialises signing for one sender across every process (a transaction-scoped advisory lock), so the
  * nonce read, the signature and the insert happen for one transaction at a time.

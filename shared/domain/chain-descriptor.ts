@@ -108,6 +108,7 @@ function instructions(usdc: string, chainId: number, confirmations: number): str
     "POST /api/wallet/purchase {amount_usdc} returns the exact transfer to make.",
     `From the linked wallet, send USDC (token ${usdc}, chain id ${chainId}) to platform_address with an ERC-20 transfer.`,
     `POST /api/wallet/purchase/verify {tx_hash}; it is credited after ${confirmations} confirmation(s) — poll GET /api/wallet/deposits/{deposit_id}.`,
+    'Gasless instead: POST /api/wallet/purchase {amount_usdc, method: "authorization"}, sign its typed_data (EIP-3009) with the linked wallet and POST /api/wallet/purchase/authorize {deposit_request_id, signature}; the platform submits it and pays the gas.',
   ];
 }
 
@@ -152,9 +153,10 @@ export async function chainDescriptor() {
     instructions: instructions(config.usdcAddress, config.chainId, config.chainConfirmations),
     how_to_get_usdc_on_base: howToGetUsdc(config.chainId, config.usdcAddress),
     gas_note:
-      "A deposit is one ERC-20 transfer sent from your linked wallet, so that wallet pays its gas in ETH " +
-      `(about ${DEPOSIT_GAS_UNITS} gas units). Gasless deposits (an EIP-3009 authorization the platform ` +
-      "submits) are not offered yet. The platform pays the gas of payouts and x402 settlements.",
+      "A transfer deposit is one ERC-20 transfer sent from your linked wallet, so that wallet pays its gas in " +
+      `ETH (about ${DEPOSIT_GAS_UNITS} gas units). A gasless deposit (method "authorization") needs no ETH: ` +
+      "you sign an EIP-3009 authorization and the platform submits it and pays the gas, as it does for " +
+      "payouts and x402 settlements.",
     faucet: dev
       ? {
           path: "/api/dev/faucet",

@@ -9,8 +9,10 @@ import {
   TransactionReceiptNotFoundError,
 } from "viem";
 import { chainSettings, ERC20_ABI, publicClient } from "../chain/client.js";
+import { rebroadcast } from "../chain/durable-tx.js";
 import { rpcErrorSummary } from "../chain/rpc-error.js";
 import { getConfig } from "../config.js";
+import { findChainTxByHash } from "../db/chain-transactions.js";
 import {
   type DepositRow,
   type DepositStatus,
@@ -168,6 +170,7 @@ async function checkOnChain(deposit: DepositRow, chainId: number): Promise<Depos
     receipt = await client.getTransactionReceipt({ hash: deposit.tx_hash as Hex });
   } catch (err) {
     if (!(err instanceof TransactionReceiptNotFoundError)) throw err;
+    await rebroadcastOwn(deposit);
     if (Date.now() >= deposit.not_found_deadline_at.getTime()) {
       return reject(deposit, "transaction_not_found", undefined);
     }
@@ -236,6 +239,20 @@ async function checkOnChain(deposit: DepositRow, chainId: number): Promise<Depos
     }
     throw err;
   }
+}
+
+/**
+ * A gasless deposit's transaction is the platform's own (durable-tx, signed and recorded before it was
+ * broadcast): if the chain has not seen it, the broadcast may have failed, so send the same bytes again.
+ * Like an x402 settlement, a first broadcast waits for the gate. Best effort: the next check retries.
+ */
+async function rebroadcastOwn(d: DepositRow): Promise<void> {
+  const tx = await findChainTxByHash(db(), d.tx_hash);
+  if (!tx || (tx.status !== "signed" && tx.status !== "broadcast")) return;
+  if (tx.status === "signed" && !(await paidGate()).enabled) return;
+  await rebroadcast(tx).catch((err: unknown) => {
+    logger().warn({ ...rpcErrorSummary(err), deposit_id: d.id }, "gasless deposit re-broadcast failed");
+  });
 }
 
 async function credit(

@@ -9,7 +9,7 @@ import {
   insertDeposit,
   reopenNotFoundDeposit,
 } from "../db/deposits.js";
-import { listEvidence } from "../db/evidence.js";
+import { appendEvidence, listEvidence } from "../db/evidence.js";
 import { db } from "../db/knex.js";
 import { findOpenLink } from "../db/wallets.js";
 import { AppError, validationError } from "../errors.js";
@@ -24,6 +24,7 @@ import { markJobSent } from "./outbox.js";
 // Deposits (README "Deposits"): POST /api/wallet/purchase says exactly what to send, the buyer sends it
 // from the linked wallet, POST /api/wallet/purchase/verify {tx_hash} records the claim and queues the
 // confirmation, and the settlement-confirmations worker credits it (shared/domain/deposit-confirmation.ts).
+// A gasless deposit (deposit-authorization.ts) is the platform's own transaction, claimed the same way.
 
 /** Smallest amount a purchase request asks for (smaller transfers that arrive are still credited). */
 export const MIN_PURCHASE_MICROS = 10_000n;
@@ -148,19 +149,50 @@ export async function verifyDeposit(agentId: string, txHash: Hex, requestId: str
   await assertPaidExecutionEnabled();
   const link = await findOpenLink(db(), agentId);
   if (!link) throw notLinked();
+  const result = await recordDepositClaim(agentId, {
+    txHash,
+    sender: link.address,
+    platform: platformAddress()!,
+    requestId,
+  });
+  const { deposit } = result;
+  if (deposit.status === "pending" || deposit.status === "confirming") {
+    await queueConfirmation(deposit.id, result.created);
+  }
+  return result;
+}
+
+/** What a deposit is checked against, frozen when it is claimed. */
+export interface DepositClaim {
+  txHash: Hex;
+  /** The address the USDC must come from: the agent's linked wallet. */
+  sender: string;
+  platform: string;
+  requestId: string;
+  /** A gasless deposit: the EIP-3009 authorization the platform submitted, kept as evidence. */
+  authorization?: { depositRequestId: string; amountMicros: bigint; details: Record<string, unknown> };
+}
+
+/**
+ * Records the claim of a transaction in one transaction: the deposit (unique per chain and hash) with
+ * its outbox job, the audit event and, for a gasless deposit, its authorization evidence. The same
+ * agent again gets the same deposit (reopened if it was rejected only as not found in time); another
+ * agent's claim of the same hash is 409 CONFLICT. The caller queues the confirmation.
+ */
+export async function recordDepositClaim(agentId: string, claim: DepositClaim): Promise<VerifyResult> {
   const config = getConfig();
-  const hash = txHash.toLowerCase();
+  const hash = claim.txHash.toLowerCase();
   const deadline = new Date(Date.now() + NOT_FOUND_DEADLINE_MS);
-  const result = await db().transaction(async (trx): Promise<VerifyResult> => {
+  return db().transaction(async (trx): Promise<VerifyResult> => {
     const inserted = await insertDeposit(trx, {
       agent_id: agentId,
       chain_id: config.chainId,
       tx_hash: hash,
-      sender_address: link.address,
-      platform_address: platformAddress()!,
+      sender_address: claim.sender,
+      platform_address: claim.platform,
       token_address: config.usdcAddress,
       confirmations_required: config.chainConfirmations,
-      request_id: requestId,
+      request_id: claim.requestId,
       not_found_deadline_at: deadline,
     });
     if (inserted) {
@@ -169,9 +201,28 @@ export async function verifyDeposit(agentId: string, txHash: Hex, requestId: str
         action: "deposit.claimed",
         subjectType: "deposit",
         subjectId: inserted.id,
-        requestId,
-        data: { chain_id: config.chainId, tx_hash: hash, sender_address: link.address },
+        requestId: claim.requestId,
+        data: {
+          chain_id: config.chainId,
+          tx_hash: hash,
+          sender_address: claim.sender,
+          method: claim.authorization ? "authorization" : "transfer",
+          ...(claim.authorization ? { deposit_request_id: claim.authorization.depositRequestId } : {}),
+        },
       });
+      if (claim.authorization) {
+        await appendEvidence(trx, {
+          agent_id: agentId,
+          subject_type: "deposit",
+          subject_id: inserted.id,
+          state: "authorization",
+          source: "eip3009_signature",
+          source_ref: claim.authorization.depositRequestId,
+          amount_micros: claim.authorization.amountMicros,
+          currency: "USDC",
+          details: { ...claim.authorization.details, tx_hash: hash },
+        });
+      }
       return { deposit: inserted, created: true };
     }
     const existing = (await findDepositByTx(trx, config.chainId, hash))!;
@@ -185,11 +236,6 @@ export async function verifyDeposit(agentId: string, txHash: Hex, requestId: str
     const reopened = await reopenNotFoundDeposit(trx, existing.id, deadline);
     return { deposit: reopened ?? existing, created: false };
   });
-  const { deposit } = result;
-  if (deposit.status === "pending" || deposit.status === "confirming") {
-    await queueConfirmation(deposit.id, result.created);
-  }
-  return result;
 }
 
 /**
@@ -197,7 +243,7 @@ export async function verifyDeposit(agentId: string, txHash: Hex, requestId: str
  * row covers a failed add); an existing claim re-drives a finished job (a reopened deposit) or adds one
  * that is gone. A failure is logged, not raised: the claim is recorded and verify can be called again.
  */
-async function queueConfirmation(depositId: string, fresh: boolean): Promise<void> {
+export async function queueConfirmation(depositId: string, fresh: boolean): Promise<void> {
   try {
     const job = fresh ? undefined : await getQueue("settlement-confirmations").getJob(depositId);
     if (!job) {

@@ -232,11 +232,56 @@ export const GeneratedWallet = Type.Object({
   next_steps: Type.Array(Type.String()),
 });
 
-export const PurchaseBody = Type.Object({ amount_usdc: UsdcInput }, { additionalProperties: false });
+export const PurchaseBody = Type.Object(
+  {
+    amount_usdc: UsdcInput,
+    method: Type.Optional(
+      Type.Union([Type.Literal("transfer"), Type.Literal("authorization")], {
+        description:
+          "transfer (default): you send an ERC-20 transfer and pay its gas; authorization: you sign an " +
+          "EIP-3009 TransferWithAuthorization and the platform submits it and pays the gas (gasless)",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const Uint256String = Type.String({ pattern: "^\\d{1,78}$", description: "uint256 as a decimal string" });
+
+/** The EIP-712 typed data of a gasless deposit, as eth_signTypedData_v4 takes it. */
+export const DepositTypedData = Type.Object(
+  {
+    domain: Type.Object({
+      name: Type.String(),
+      version: Type.String(),
+      chainId: Type.Integer(),
+      verifyingContract: Address,
+    }),
+    types: Type.Record(Type.String(), Type.Array(Type.Object({ name: Type.String(), type: Type.String() }))),
+    primaryType: Type.Literal("TransferWithAuthorization"),
+    message: Type.Object({
+      from: Address,
+      to: Address,
+      value: Uint256String,
+      validAfter: Uint256String,
+      validBefore: Uint256String,
+      nonce: Type.String({ pattern: "^0x[0-9a-f]{64}$" }),
+    }),
+  },
+  { title: "DepositTypedData" },
+);
+
+export const DepositAuthorizationRequest = Type.Object({
+  deposit_request_id: Uuid,
+  expires_at: Timestamp,
+  typed_data: DepositTypedData,
+  signing: Type.Record(Type.String(), Type.String()),
+});
 
 export const PurchaseInstructions = Type.Object({
   purchase: Type.Literal("deposit_request"),
-  status: Type.Literal("awaiting_transfer"),
+  method: Type.Union([Type.Literal("transfer"), Type.Literal("authorization")]),
+  status: Type.Union([Type.Literal("awaiting_transfer"), Type.Literal("awaiting_signature")]),
   amount_usdc: UsdcAmount,
   amount_atomic: Type.String({ pattern: "^\\d+$" }),
   currency: Type.Literal("USDC"),
@@ -250,6 +295,8 @@ export const PurchaseInstructions = Type.Object({
     method: Type.String(),
     eip681_uri: Type.String(),
   }),
+  /** method "authorization" only: the message to sign and the request it is stored as. */
+  authorization: Type.Optional(DepositAuthorizationRequest),
   confirmations_required: Type.Integer(),
   rules: Type.Array(Type.String()),
   next: Type.Object({
@@ -260,6 +307,17 @@ export const PurchaseInstructions = Type.Object({
   }),
   chain: ChainDescriptor,
 });
+
+export const AuthorizeBody = Type.Object(
+  {
+    deposit_request_id: Uuid,
+    signature: Type.String({
+      pattern: "^0x[0-9a-fA-F]{130}$",
+      description: "the 65-byte EIP-712 signature (eth_signTypedData_v4) of the request's typed_data",
+    }),
+  },
+  { additionalProperties: false },
+);
 
 export const VerifyBody = Type.Object({ tx_hash: TxHash }, { additionalProperties: false });
 
