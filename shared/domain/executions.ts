@@ -25,7 +25,6 @@ import { isUuid } from "./ids.js";
 import { inputMatches, validateListingInput } from "./json-schema.js";
 import { isScopeExclusion, scopeBlocked, scopeExclusion, scopesExcludeTask } from "./key-policy.js";
 import { retryTransient } from "./ledger.js";
-import type { PaidGate } from "./listing-facts.js";
 import { formatUsdc, micros, parseUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
 import { holdForInvocation } from "./paid-invocations.js";
@@ -66,8 +65,9 @@ function maxCost(usdc: number | undefined, path: string): bigint | null {
  * No eligible candidate: 503 when the gate is what stands in the way, 403 when the key's scopes are, else
  * 404 with the reasons.
  */
-function noCandidate(task: string, ranking: Ranking, gate: PaidGate): AppError {
-  if (ranking.excluded.some((e) => e.reason === "paid_execution_unavailable") && !gate.enabled) {
+function noCandidate(task: string, ranking: Ranking): AppError {
+  const gate = ranking.gate;
+  if (gate && !gate.enabled && ranking.excluded.some((e) => e.reason === "paid_execution_unavailable")) {
     return paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
   }
   if (ranking.excluded.some((e) => isScopeExclusion(e.reason)))
@@ -90,11 +90,10 @@ export async function submitExecution(
   requestId: string,
 ): Promise<Submission> {
   const maxCostMicros = maxCost(req.maxCostUsdc, "/constraints/max_cost");
-  const gate = await paidGate();
   const policy = principal.policy;
-  const ranking = await rankCandidates(req.task, maxCostMicros, gate, openCircuits, { policy });
+  const ranking = await rankCandidates(req.task, maxCostMicros, paidGate, openCircuits, { policy });
   const chosen = ranking.eligible[0];
-  if (!chosen) throw noCandidate(req.task, ranking, gate);
+  if (!chosen) throw noCandidate(req.task, ranking);
   validateListingInput(chosen.listing, req.input);
   // A fallback dearer than the key's per-call limit could never be charged: it is not kept.
   const fallbacks = ranking.eligible

@@ -14,7 +14,7 @@ const FORMULA =
  */
 export async function matchProviders(task: string, maxCostUsdc: number | undefined, policy?: KeyPolicy) {
   const maxCostMicros = maxCostUsdc === undefined ? null : parseUsdc(maxCostUsdc, "/query/max_cost");
-  const ranking = await rankCandidates(task, maxCostMicros, await paidGate(), openCircuits, { policy });
+  const ranking = await rankCandidates(task, maxCostMicros, paidGate, openCircuits, { policy });
   return {
     task,
     max_cost_usdc: maxCostMicros === null ? null : formatUsdc(maxCostMicros),

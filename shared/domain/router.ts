@@ -47,7 +47,12 @@ export type ExclusionReason =
 export interface Ranking {
   eligible: Candidate[];
   excluded: { listing: ListingRow; reason: ExclusionReason }[];
+  /** The gate as read for this ranking; null when no paid listing answered, so it was not read. */
+  gate: PaidGate | null;
 }
+
+/** The gate, or how to read it: read only when a paid listing answers (free work skips the reads). */
+export type GateSource = PaidGate | (() => Promise<PaidGate>);
 
 const round = (n: number) => Math.round(n * 1000) / 1000;
 
@@ -99,16 +104,23 @@ function exclusion(
 export async function rankCandidates(
   task: string,
   maxCostMicros: bigint | null,
-  gate: PaidGate,
+  gateSource: GateSource,
   openCircuits: (ids: string[]) => Promise<Set<string>>,
   options: { tumblerOnly?: boolean; policy?: KeyPolicy } = {},
 ): Promise<Ranking> {
   const listings = await findActiveByTaskAlias(db(), task, options);
   const ids = listings.map((l) => l.id);
-  const [stats, open] = await Promise.all([readRecentCallStats(db(), ids, RECENT_CALLS), openCircuits(ids)]);
-  const ranking: Ranking = { eligible: [], excluded: [] };
+  const anyPaid = listings.some((l) => micros(l.price_micros) > 0n);
+  const [stats, open, gate] = await Promise.all([
+    readRecentCallStats(db(), ids, RECENT_CALLS),
+    openCircuits(ids),
+    typeof gateSource === "function" ? (anyPaid ? gateSource() : null) : gateSource,
+  ]);
+  // With no paid listing the gate excludes nothing; a closed stand-in keeps that true.
+  const effective = gate ?? { enabled: false, reason: null };
+  const ranking: Ranking = { eligible: [], excluded: [], gate };
   for (const listing of listings) {
-    const reason = exclusion(listing, maxCostMicros, gate, open, options.policy);
+    const reason = exclusion(listing, maxCostMicros, effective, open, options.policy);
     if (reason) ranking.excluded.push({ listing, reason });
     else
       ranking.eligible.push({
