@@ -56,3 +56,11 @@ export async function useQuote(q: Db, id: string, invocationId: string): Promise
     .update({ used_at: q.fn.now(), invocation_id: invocationId });
   return count === 1;
 }
+
+/** Deletes quotes never paid that expired more than `hours` ago (paid ones stay: payments point at them). */
+export async function deleteStaleQuotes(q: Db, hours: number): Promise<number> {
+  return q("quotes")
+    .whereNull("used_at")
+    .andWhere("expires_at", "<", q.raw("now() - make_interval(hours => ?)", [hours]))
+    .del();
+}

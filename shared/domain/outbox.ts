@@ -2,6 +2,7 @@ import { getConfig } from "../config.js";
 import { deleteExpiredIdempotencyKeys } from "../db/idempotency.js";
 import { db } from "../db/knex.js";
 import { deleteSentOutbox, lockUnsentOutbox, markOutboxSent } from "../db/outbox.js";
+import { deleteStaleQuotes } from "../db/quotes.js";
 import { logger } from "../log.js";
 import { QUEUE_NAMES, type QueueName } from "../queue-names.js";
 import { enqueue } from "../queues.js";
@@ -63,10 +64,11 @@ export async function sweepOutbox(): Promise<number> {
   });
 }
 
-/** Housekeeping that needs no queue: expired idempotency keys and old sent outbox rows. */
+/** Housekeeping that needs no queue: expired idempotency keys, old sent outbox rows, unpaid old quotes. */
 export async function purgeExpired(): Promise<void> {
   await deleteExpiredIdempotencyKeys(db());
   await deleteSentOutbox(db(), 24);
+  await deleteStaleQuotes(db(), 24);
 }
 
 export interface Sweeper {

@@ -4,7 +4,7 @@ import { findInvocation, type InvocationRow, insertInvocationWithJob } from "../
 import { db } from "../../shared/db/knex.js";
 import type { ListingRow } from "../../shared/db/listings.js";
 import type { OutboxRow } from "../../shared/db/outbox.js";
-import { sweepOutbox } from "../../shared/domain/outbox.js";
+import { purgeExpired, sweepOutbox } from "../../shared/domain/outbox.js";
 import { getQueue } from "../../shared/queues.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
@@ -164,5 +164,33 @@ describe("outbox sweeper (lossless enqueue)", () => {
     await sweepOutbox();
     await expect.poll(() => status(invocation.id), { timeout: 10_000 }).toBe("succeeded");
     expect(await receiptCount(invocation.id)).toBe(1);
+  });
+});
+
+describe("housekeeping", () => {
+  it("deletes quotes never paid that expired over a day ago, and keeps paid and live ones", async () => {
+    const listing = await buildListing({ endpointUrl: "http://127.0.0.1:9/x", price: 0.01 });
+    const quote = (expiresAt: string, usedAt: string | null) =>
+      db()("quotes")
+        .insert({
+          rail: "tumbler",
+          listing_id: listing.id,
+          task: listing.slug,
+          amount_micros: "10000",
+          currency: "tUSDC",
+          expires_at: db().raw(`now() + interval '${expiresAt}'`),
+          used_at: usedAt ? db().raw(`now() - interval '${usedAt}'`) : null,
+        })
+        .returning("id")
+        .then((rows) => rows[0].id as string);
+    const stale = await quote("-2 days", null);
+    const paid = await quote("-2 days", "3 days");
+    const live = await quote("5 minutes", null);
+    const recent = await quote("-1 hour", null);
+    await purgeExpired();
+    const left = (await db()("quotes").whereIn("id", [stale, paid, live, recent]).select("id")).map(
+      (r) => r.id,
+    );
+    expect(left.sort()).toEqual([paid, live, recent].sort());
   });
 });
