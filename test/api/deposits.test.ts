@@ -21,6 +21,7 @@ import { api, errorCode } from "../helpers/http.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { startService, type TestService } from "../helpers/service.js";
+import { linkWalletViaApi } from "../helpers/wallets.js";
 
 // Deposits end to end on a real local chain: link → transfer USDC → verify → confirm → credit. This file
 // has a database of its own because it freezes custody (platform-wide) and counts rows before and after.
@@ -56,22 +57,7 @@ async function fundedAgent(usdc = 100): Promise<{ agent: TestAgent; wallet: Loca
   return { agent, wallet };
 }
 
-async function linkWallet(agent: TestAgent, account: PrivateKeyAccount): Promise<void> {
-  const step1 = await api("POST", "/api/crypto/connect", {
-    key: agent.apiKey,
-    body: { wallet_address: account.address },
-  });
-  const { challenge_id, message } = step1.body.challenge;
-  const step2 = await api("POST", "/api/crypto/connect", {
-    key: agent.apiKey,
-    body: {
-      wallet_address: account.address,
-      challenge_id,
-      signature: await account.signMessage({ message }),
-    },
-  });
-  expect(step2.status).toBe(200);
-}
+const linkWallet = linkWalletViaApi;
 
 /** Sends an ERC-20 transfer of the test token and waits until it is mined (whatever its status). */
 async function transfer(from: LocalWallet, to: Address, micros: bigint, gas?: bigint): Promise<Hash> {

@@ -33,6 +33,7 @@ import { rowCounts, usdc } from "../helpers/money.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { startService, type TestService } from "../helpers/service.js";
+import { linkWalletViaApi } from "../helpers/wallets.js";
 
 // Gasless deposits on a real local chain: the depositor's wallet holds USDC and no ETH, signs the
 // EIP-3009 authorization the server stored, and the platform submits it (paying the gas); the ordinary
@@ -74,20 +75,7 @@ async function gaslessAgent(amount = 100): Promise<{ agent: TestAgent; wallet: L
   const agent = await buildAgent();
   const wallet = await chain.newWallet({ usdcMicros: usdc(amount) });
   await chain.fundEth(wallet.address, 0n);
-  const step1 = await api("POST", "/api/crypto/connect", {
-    key: agent.apiKey,
-    body: { wallet_address: wallet.address },
-  });
-  const { challenge_id, message } = step1.body.challenge;
-  const step2 = await api("POST", "/api/crypto/connect", {
-    key: agent.apiKey,
-    body: {
-      wallet_address: wallet.address,
-      challenge_id,
-      signature: await wallet.account.signMessage({ message }),
-    },
-  });
-  expect(step2.status).toBe(200);
+  await linkWalletViaApi(agent, wallet.account);
   return { agent, wallet };
 }
 

@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERC20_ABI } from "../../shared/chain/client.js";
 import { overrideConfig } from "../../shared/config.js";
 import { closeDb, db } from "../../shared/db/knex.js";
-import { claimAddress, insertLink } from "../../shared/db/wallets.js";
 import { balances } from "../../shared/domain/ledger.js";
 import { captureHold, creditDeposit, holdFunds } from "../../shared/domain/ledger-flows.js";
 import { processPayoutSweep } from "../../shared/domain/payouts.js";
@@ -14,6 +13,7 @@ import { buildAgent } from "../helpers/factories.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { type RunningProcess, startProcess, waitFor } from "../helpers/processes.js";
+import { linkWalletDirect } from "../helpers/wallets.js";
 
 // A payout is never sent twice, even when its worker dies between signing and confirmation: the
 // Procfile's `payouts` process (dist/workers/main.js payouts) is SIGKILLed right after it committed the
@@ -79,16 +79,7 @@ describe("a payouts worker SIGKILLed between signing and confirmation", () => {
     const seller = await buildAgent("seller");
     const buyer = await buildAgent("buyer");
     const { address: wallet } = await chain.newWallet({ eth: 0n });
-    await db().transaction(async (trx) => {
-      await claimAddress(trx, seller.agentId, wallet);
-      await insertLink(trx, {
-        agent_id: seller.agentId,
-        address: wallet,
-        method: "generated",
-        challenge_id: null,
-        request_id: null,
-      });
-    });
+    await linkWalletDirect(seller.agentId, wallet);
     const ref = { type: "test", id: "crash" };
     await creditDeposit({
       agentId: buyer.agentId,

@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EIP3009_ABI, ERC20_ABI } from "../../shared/chain/client.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
-import { claimAddress, closeOpenLink, insertLink } from "../../shared/db/wallets.js";
 import { balances, platformAccount } from "../../shared/domain/ledger.js";
 import { captureHold, creditDeposit, holdFunds } from "../../shared/domain/ledger-flows.js";
 import { confirmPayout } from "../../shared/domain/payout-confirmation.js";
@@ -29,6 +28,7 @@ import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { waitFor } from "../helpers/processes.js";
 import { startService, type TestService } from "../helpers/service.js";
+import { linkWalletDirect } from "../helpers/wallets.js";
 
 // Seller payouts on a local chain (README "Payouts"): batching above the threshold, submission through
 // durable-tx, confirmation by the settlement-confirmations worker, the ledger only on confirmation,
@@ -92,17 +92,7 @@ async function accrue(seller: TestAgent, grossUsdc: number): Promise<bigint> {
 /** Links a fresh wallet address to the agent (replacing its link), as POST /api/crypto/connect does. */
 async function linkNewWallet(agent: TestAgent): Promise<Address> {
   const { address } = await chain.newWallet({ eth: 0n });
-  await db().transaction(async (trx) => {
-    await claimAddress(trx, agent.agentId, address);
-    await closeOpenLink(trx, agent.agentId);
-    await insertLink(trx, {
-      agent_id: agent.agentId,
-      address,
-      method: "generated",
-      challenge_id: null,
-      request_id: null,
-    });
-  });
+  await linkWalletDirect(agent.agentId, address);
   return address;
 }
 
