@@ -13,6 +13,7 @@ import {
   insertChainTx,
   lockSender,
   markChainTx,
+  unsentBefore,
 } from "../db/chain-transactions.js";
 import { db } from "../db/knex.js";
 import { chainSettings, platformSigner, platformWalletClient, publicClient } from "./client.js";
@@ -51,6 +52,7 @@ export async function sendOnce(
 ): Promise<ChainTxRow> {
   const existing = await findChainTx(db(), purpose, subjectId);
   if (existing) return rebroadcast(existing);
+  await sendStranded();
   const row = await signAndRecord(purpose, subjectId, write);
   if (options.beforeBroadcast) await options.beforeBroadcast(row);
   return rebroadcast(row);
@@ -92,6 +94,23 @@ async function signAndRecord(purpose: string, subjectId: string, write: Contract
       raw_tx: raw,
     });
   });
+}
+
+/** How long a recorded transaction may stay unbroadcast before the next send treats it as stranded. */
+const STRANDED_AFTER_SECONDS = 10;
+
+/**
+ * A transaction recorded but never broadcast (its process died in between, and nothing re-drives its
+ * subject) would hold its nonce and stall every later transaction of the sender. Before signing a new one
+ * we broadcast those first, oldest nonce first. Callers only send while the gate is open.
+ */
+async function sendStranded(): Promise<void> {
+  const settings = chainSettings();
+  const account = platformSigner();
+  if (!settings || !account) return;
+  for (const row of await unsentBefore(db(), settings.chainId, account.address, STRANDED_AFTER_SECONDS)) {
+    await rebroadcast(row);
+  }
 }
 
 /** Broadcasts a recorded transaction unless the chain already has it; a mined one is only marked. */

@@ -92,3 +92,16 @@ export async function markChainTx(
       ...(change.status === "mined" || change.status === "reverted" ? { mined_at: q.fn.now() } : {}),
     });
 }
+
+/** A sender's transactions recorded but never broadcast, older than `seconds` (a crash in between). */
+export async function unsentBefore(
+  q: Db,
+  chainId: number,
+  from: string,
+  seconds: number,
+): Promise<ChainTxRow[]> {
+  return q<ChainTxRow>("chain_transactions")
+    .where({ chain_id: chainId, from_address: from.toLowerCase(), status: "signed" })
+    .andWhere("created_at", "<", q.raw("now() - make_interval(secs => ?)", [seconds]))
+    .orderBy("nonce");
+}

@@ -112,4 +112,25 @@ describe("sendOnce", () => {
     await chain.mine(2);
     expect(await confirmation(row, 3)).toMatchObject({ state: "confirmed", confirmations: 3 });
   });
+
+  it("a transaction stranded unbroadcast (its subject never retried) is sent before the next one", async () => {
+    const to = recipient();
+    const stranded = randomUUID();
+    await expect(
+      sendOnce("test", stranded, transfer(to, 3n), {
+        beforeBroadcast: async () => {
+          throw new Error("worker killed");
+        },
+      }),
+    ).rejects.toThrow("worker killed");
+    // Old enough to count as stranded (nothing else will retry this subject).
+    await db()("chain_transactions")
+      .where({ purpose: "test", subject_id: stranded })
+      .update({ created_at: db().raw("now() - interval '1 minute'") });
+    const next = await sendOnce("test", randomUUID(), transfer(to, 4n));
+    expect((await confirmation(next, 1)).state).toBe("confirmed");
+    const first = await db()("chain_transactions").where({ purpose: "test", subject_id: stranded }).first();
+    expect(["broadcast", "mined"]).toContain(first.status);
+    expect(await tokenBalance(to)).toBe(7n);
+  });
 });
