@@ -3,13 +3,12 @@ import { getConfig } from "../config.js";
 import { readHealthFacts } from "../db/health-probes.js";
 import { db } from "../db/knex.js";
 import { readListingStats } from "../db/listing-stats.js";
-import { findListing, type Lane, type ListingRow, searchListings } from "../db/listings.js";
+import { type Lane, type ListingRow, searchListings } from "../db/listings.js";
 import { readSellers } from "../db/sellers.js";
-import { AppError } from "../errors.js";
 import type { CatalogQuery } from "../schemas/listings.js";
 import { availability, funding, type GateReading, readGate } from "./availability.js";
-import { isUuid } from "./ids.js";
 import { NO_HEALTH, NO_REVIEWS } from "./listing-facts.js";
+import { requireListing } from "./listing-lookup.js";
 import { buildListingRecord } from "./listing-record/index.js";
 
 const LANES: Record<Lane, string> = {
@@ -88,13 +87,7 @@ export async function catalogPage(query: Static<typeof CatalogQuery>) {
 
 /** GET /api/capabilities/{id}: any listing's record, retired ones included (receipts point at them). */
 export async function listingRecordById(id: string) {
-  const listing = isUuid(id) ? await findListing(db(), id) : undefined;
-  if (!listing)
-    throw new AppError("LISTING_NOT_FOUND", "no listing with this id", {
-      listing_id: id,
-      hint: "GET /api/capabilities",
-    });
-  const [record] = await listingRecords([listing]);
+  const [record] = await listingRecords([await requireListing(id)]);
   return record!;
 }
 

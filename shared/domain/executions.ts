@@ -12,7 +12,7 @@ import {
   type NewInvocation,
 } from "../db/invocations.js";
 import { db } from "../db/knex.js";
-import { findListing, type ListingRow } from "../db/listings.js";
+import type { ListingRow } from "../db/listings.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import { logger } from "../log.js";
 import { enqueue, getQueueEvents } from "../queues.js";
@@ -21,10 +21,10 @@ import type { Principal } from "./auth.js";
 import { assertCustodyOpen, paidGate } from "./availability.js";
 import { openCircuits } from "./circuits.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
-import { isUuid } from "./ids.js";
 import { inputMatches, validateListingInput } from "./json-schema.js";
 import { isScopeExclusion, scopeBlocked, scopeExclusion, scopesExcludeTask } from "./key-policy.js";
 import { retryTransient } from "./ledger.js";
+import { requireListing } from "./listing-lookup.js";
 import { formatUsdc, micros, parseUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
 import { holdForInvocation } from "./paid-invocations.js";
@@ -145,13 +145,7 @@ export async function submitInvoke(
   req: InvokeRequest,
   requestId: string,
 ): Promise<Submission> {
-  const listing = isUuid(listingId) ? await findListing(db(), listingId) : undefined;
-  if (!listing) {
-    throw new AppError("LISTING_NOT_FOUND", "no listing with this id", {
-      listing_id: listingId,
-      hint: "GET /api/capabilities",
-    });
-  }
+  const listing = await requireListing(listingId);
   const blocked = notInvocable(listing);
   if (blocked)
     throw new AppError("LISTING_NOT_INVOCABLE", `this listing cannot be invoked: ${blocked}`, {

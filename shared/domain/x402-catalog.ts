@@ -1,12 +1,12 @@
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
-import { findListing, type ListingRow, searchListings } from "../db/listings.js";
+import { type ListingRow, searchListings } from "../db/listings.js";
 import { listPayableListings } from "../db/x402-listings.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import { paidGate } from "./availability.js";
 import { openCircuits } from "./circuits.js";
 import { buildEcho, ECHO_DEFAULT_MESSAGE } from "./echo.js";
-import { isUuid } from "./ids.js";
+import { requireListing } from "./listing-lookup.js";
 import { formatUsdc, micros } from "./money.js";
 import { MPP_INTENT, MPP_METHOD } from "./mpp.js";
 import { candidateView, rankCandidates } from "./router.js";
@@ -158,16 +158,7 @@ export async function x402Discover(page: { limit: number; offset: number }) {
   };
 }
 
-async function loadListing(id: string): Promise<ListingRow> {
-  const listing = isUuid(id) ? await findListing(db(), id) : undefined;
-  if (!listing) {
-    throw new AppError("LISTING_NOT_FOUND", "no listing with this id", {
-      listing_id: id,
-      hint: X402_PATHS.listings,
-    });
-  }
-  return listing;
-}
+const loadListing = (id: string) => requireListing(id, X402_PATHS.listings);
 
 /** GET /api/x402/invoke/{listing_id}: price, schemas and how to pay for one listing. */
 export async function x402ListingDetail(listingId: string) {

@@ -19,6 +19,7 @@ import { awaitInvocation } from "./executions.js";
 import { isUuid } from "./ids.js";
 import { validateListingInput } from "./json-schema.js";
 import { retryTransient } from "./ledger.js";
+import { requireListing } from "./listing-lookup.js";
 import { micros } from "./money.js";
 import { markJobSent } from "./outbox.js";
 import { type X402Answer, x402Answer } from "./x402-answer.js";
@@ -81,16 +82,8 @@ function assertPayable(listing: ListingRow): void {
   });
 }
 
-async function loadListing(id: string): Promise<ListingRow> {
-  const listing = isUuid(id) ? await findListing(db(), id) : undefined;
-  if (!listing) {
-    throw new AppError("LISTING_NOT_FOUND", "no listing with this id", {
-      listing_id: id,
-      hint: "GET /api/x402/listings or GET /api/x402/execute/match?task=…",
-    });
-  }
-  return listing;
-}
+const loadListing = (id: string) =>
+  requireListing(id, "GET /api/x402/listings or GET /api/x402/execute/match?task=…");
 
 const REMATCH =
   "quote again: GET /api/x402/execute/match?task=… (execute) or call POST /api/x402/invoke/{id} afresh";
