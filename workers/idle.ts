@@ -5,7 +5,7 @@ import type { QueueName } from "../shared/queue-names.js";
 import { createRedis } from "../shared/redis.js";
 
 /**
- * Queues whose job types arrive with later issues (probes, monitoring, health, settlements, payouts).
+ * Queues whose job types arrive with a later issue (verification probes, monitoring runs).
  * Nothing enqueues to them yet. Their process runs and shows up in /api/health, and a job that somehow
  * arrives fails loudly instead of being silently dropped or "done".
  */

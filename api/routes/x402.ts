@@ -2,8 +2,8 @@ import { paymentNetworkRecord } from "../../shared/domain/x402-info.js";
 import { PaymentNetworkRecord } from "../../shared/schemas/x402.js";
 import { defineRoute, Reply, type RouteDef } from "../route.js";
 
-// The x402 gateway (spec "x402 gateway"). This release serves its info document; the paid routes arrive
-// with the gateway itself, and the document reports each endpoint as served or not from the route list.
+// The payment network record (spec "Payment network record"). It reports each gateway endpoint as served
+// or not from the route list itself, so a rail is never called execution_ready for a route that is absent.
 
 export function x402Routes(allRoutes: () => RouteDef[]): RouteDef[] {
   let served: ReadonlySet<string> | undefined;

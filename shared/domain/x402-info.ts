@@ -62,7 +62,7 @@ const OTHER_NETWORKS = [
   },
 ] as const;
 
-/** The spec's endpoint names → paths (the x402 gateway's own routes arrive with a later release). */
+/** The spec's endpoint names → paths (each reported as served or not from the route list, never assumed). */
 const ENDPOINTS = {
   info: "/api/x402/info",
   marketplace_gateway: "/api/x402/marketplace",
