@@ -1,4 +1,9 @@
-import type { InvocationError, InvocationRow, NewInvocation } from "./invocations.js";
+import {
+  type InvocationError,
+  type InvocationRow,
+  invocationColumns,
+  type NewInvocation,
+} from "./invocations.js";
 import type { Db } from "./knex.js";
 
 export type ApprovalStatus = "pending" | "approved" | "denied" | "expired";
@@ -32,16 +37,7 @@ export interface ApprovalWithInvocation extends ApprovalRow {
  */
 export async function insertAwaitingInvocation(q: Db, row: NewInvocation): Promise<InvocationRow> {
   const [inserted] = await q<InvocationRow>("invocations")
-    .insert({
-      ...row,
-      status: "awaiting_approval",
-      input: JSON.stringify(row.input),
-      max_cost_micros: row.max_cost_micros?.toString() ?? null,
-      price_micros: row.price_micros.toString(),
-      hold_micros: (row.hold_micros ?? 0n).toString(),
-      candidate_ids: row.candidate_ids ?? [row.listing_id],
-      selection: row.selection ? JSON.stringify(row.selection) : null,
-    } as never)
+    .insert({ ...invocationColumns(row), status: "awaiting_approval" } as never)
     .returning("*");
   return inserted!;
 }

@@ -77,6 +77,19 @@ export type NewX402Invocation = Omit<NewInvocation, "agent_id" | "api_key_id" | 
   payer_address: string;
 };
 
+/** A new invocation as the columns of its row (money as decimal strings, JSON as text). */
+export function invocationColumns(row: NewInvocation | NewX402Invocation) {
+  return {
+    ...row,
+    input: JSON.stringify(row.input),
+    max_cost_micros: row.max_cost_micros?.toString() ?? null,
+    price_micros: row.price_micros.toString(),
+    hold_micros: (row.hold_micros ?? 0n).toString(),
+    candidate_ids: row.candidate_ids ?? [row.listing_id],
+    selection: row.selection ? JSON.stringify(row.selection) : null,
+  };
+}
+
 /**
  * Inserts an invocation and its outbox row (job id = invocation id) in one statement: atomic without
  * an explicit transaction, and one round trip on the hot path.
@@ -86,18 +99,7 @@ export async function insertInvocationWithJob(
   row: NewInvocation | NewX402Invocation,
   queue: string,
 ): Promise<InvocationRow> {
-  const insert = q("invocations")
-    .insert({
-      ...row,
-      input: JSON.stringify(row.input),
-      max_cost_micros: row.max_cost_micros?.toString() ?? null,
-      price_micros: row.price_micros.toString(),
-      hold_micros: (row.hold_micros ?? 0n).toString(),
-      candidate_ids: row.candidate_ids ?? [row.listing_id],
-      selection: row.selection ? JSON.stringify(row.selection) : null,
-    })
-    .returning("*")
-    .toSQL();
+  const insert = q("invocations").insert(invocationColumns(row)).returning("*").toSQL();
   const result = await q.raw(
     `with inv as (${insert.sql}),
      job as (

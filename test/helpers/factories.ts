@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { InvocationRow, NewInvocation } from "../../shared/db/invocations.js";
+import { type InvocationRow, invocationColumns, type NewInvocation } from "../../shared/db/invocations.js";
 import { type Db, db } from "../../shared/db/knex.js";
 import { type ListingRow, listingColumns } from "../../shared/db/listings.js";
 import { type Intent, registerAgent } from "../../shared/domain/agents.js";
@@ -72,15 +72,7 @@ export async function buildListing(overrides: ListingOverrides): Promise<Listing
  */
 export async function insertInvocation(q: Db, row: NewInvocation): Promise<InvocationRow> {
   const [inserted] = await q<InvocationRow>("invocations")
-    .insert({
-      ...row,
-      input: JSON.stringify(row.input) as never,
-      max_cost_micros: row.max_cost_micros?.toString() ?? null,
-      price_micros: row.price_micros.toString(),
-      hold_micros: (row.hold_micros ?? 0n).toString(),
-      candidate_ids: row.candidate_ids ?? [row.listing_id],
-      selection: row.selection ? JSON.stringify(row.selection) : null,
-    } as never)
+    .insert(invocationColumns(row) as never)
     .returning("*");
   return inserted!;
 }
