@@ -9,6 +9,7 @@ import { closeSafeFetch } from "../shared/net/safe-fetch.js";
 import { closeQueues } from "../shared/queues.js";
 import { closeCommandRedis } from "../shared/redis.js";
 import { createApp } from "./app.js";
+import { HOUSEKEEPING } from "./housekeeping.js";
 
 /**
  * Starts the web process: the API, plus the outbox sweeper and the approval expiry sweep. Shutdown stops
@@ -21,7 +22,7 @@ export async function startWeb(): Promise<Server> {
   onShutdown("queues", "clients", closeQueues);
   onShutdown("command redis", "clients", closeCommandRedis);
   onShutdown("outbound http", "clients", closeSafeFetch);
-  const sweeper = startSweeper();
+  const sweeper = startSweeper(HOUSEKEEPING);
   onShutdown("sweeper", "background", () => sweeper.stop());
   const approvalExpiry = startApprovalExpiry();
   onShutdown("approval expiry", "background", () => approvalExpiry.stop());

@@ -5,7 +5,6 @@ import { db } from "../db/knex.js";
 import { type CustodyState, readCustody, readCustodyForShare } from "../db/platform-settings.js";
 import { paidExecutionUnavailable } from "../errors.js";
 import { logger } from "../log.js";
-import type { PaidGate } from "./listing-facts.js";
 
 /**
  * The paid-execution gate (DESIGN §5), computed afresh on every call from three things: the operator's
@@ -13,6 +12,13 @@ import type { PaidGate } from "./listing-facts.js";
  * signer) and a live check that the RPC answers with the configured chain id (cached for at most
  * CHAIN_CHECK_CACHE_MS so a burst of reads makes one request). Paid authority needs all three.
  */
+/** The paid-execution gate as computed for this read (DESIGN §5). */
+export interface PaidGate {
+  enabled: boolean;
+  /** e.g. "platform_custody_frozen" when not enabled. */
+  reason: string | null;
+}
+
 export interface GateReading extends PaidGate {
   custody: CustodyState | null;
   /** False when the custody switch itself could not be read (the gate is then closed). */

@@ -14,6 +14,7 @@ import {
 } from "viem";
 import { EIP3009_ABI, ERC20_ABI, platformAddress, publicClient } from "../chain/client.js";
 import { type ContractWrite, type SendOptions, sendOnce } from "../chain/durable-tx.js";
+import { authorizationUsed, USDC_EIP712 } from "../chain/eip3009.js";
 import { rpcErrorSummary } from "../chain/rpc-error.js";
 import { getConfig } from "../config.js";
 import { findChainTx } from "../db/chain-transactions.js";
@@ -36,7 +37,6 @@ import {
   type VerifyResult,
 } from "./deposits.js";
 import { formatUsdc } from "./money.js";
-import { authorizationUsed, USDC_EIP712 } from "./x402-protocol.js";
 
 // Gasless deposits (README "Wallet and deposits"). Instead of sending an ERC-20 transfer and paying its
 // gas, the depositor signs an EIP-3009 TransferWithAuthorization the server chose and stored — from the

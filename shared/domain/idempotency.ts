@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
-import type { IdempotencyRow } from "../db/idempotency.js";
+import { deleteExpiredIdempotencyKeys, type IdempotencyRow } from "../db/idempotency.js";
 import { type InvocationRow, TERMINAL } from "../db/invocations.js";
+import { db } from "../db/knex.js";
 import { AppError } from "../errors.js";
 
 function canonical(value: unknown): string {
@@ -41,4 +42,9 @@ export function resolveReplay(
     });
   }
   return invocation;
+}
+
+/** Housekeeping: idempotency records past their expiry answer nothing any more. */
+export async function purgeExpiredIdempotencyKeys(): Promise<void> {
+  await deleteExpiredIdempotencyKeys(db());
 }

@@ -1,5 +1,4 @@
 import type { ApiKeyRow } from "../db/api-keys.js";
-import type { ListingRow } from "../db/listings.js";
 import { AppError } from "../errors.js";
 import { formatUsdc, micros } from "./money.js";
 
@@ -78,7 +77,16 @@ export function isScopeExclusion(reason: string): reason is ScopeExclusion {
   return (SCOPE_EXCLUSIONS as readonly string[]).includes(reason);
 }
 
-type ScopedListing = Pick<ListingRow, "category" | "seller_id" | "price_micros">;
+/**
+ * What a key's scopes look at in a listing. Declared here rather than borrowed from the catalog's row
+ * type: identity sits below the catalog in the dependency rule (docs/architecture.md).
+ */
+export interface ScopedListing {
+  id: string;
+  category: string;
+  seller_id: string | null;
+  price_micros: string;
+}
 
 /**
  * Why the key's scopes keep it from a listing, or null when they do not. The platform's free
@@ -100,7 +108,7 @@ export function scopeExclusion(policy: KeyPolicy, listing: ScopedListing): Scope
 }
 
 /** 403 POLICY_BLOCKED for a direct invoke of a listing outside the key's scopes, naming the scope. */
-export function scopeBlocked(listing: ListingRow, reason: ScopeExclusion): AppError {
+export function scopeBlocked(listing: ScopedListing, reason: ScopeExclusion): AppError {
   return new AppError(
     "POLICY_BLOCKED",
     `this API key's ${SCOPE_OF[reason]} scope does not allow this listing`,

@@ -1,4 +1,5 @@
 import type { ListingRow } from "../db/listings.js";
+import type { PaidGate } from "./availability.js";
 
 /**
  * Everything the public listing record is computed from (shared/domain/listing-record/). Gathered by
@@ -47,13 +48,6 @@ export interface SellerFacts {
   id: string;
   name: string;
   created_at: Date;
-}
-
-/** The paid-execution gate as computed for this read (DESIGN §5). */
-export interface PaidGate {
-  enabled: boolean;
-  /** e.g. "platform_custody_frozen" when not enabled. */
-  reason: string | null;
 }
 
 export interface ListingFacts {

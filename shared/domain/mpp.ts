@@ -1,5 +1,6 @@
 import { createHmac, hkdfSync, timingSafeEqual } from "node:crypto";
 import { type Hex, keccak256, toBytes } from "viem";
+import { USDC_EIP712 } from "../chain/eip3009.js";
 import { getConfig } from "../config.js";
 import { MppCredential } from "../schemas/x402-payment.js";
 import { createAjv, violationsOf } from "./json-schema.js";
@@ -8,7 +9,6 @@ import {
   malformedPayment,
   type PayableQuote,
   type PresentedPayment,
-  USDC_EIP712,
 } from "./x402-protocol.js";
 
 // MPP, the IETF "Payment" HTTP authentication scheme (notes/payment-protocols.md §5), written here

@@ -1,8 +1,6 @@
 import { getConfig } from "../config.js";
-import { deleteExpiredIdempotencyKeys } from "../db/idempotency.js";
 import { db } from "../db/knex.js";
 import { deleteSentOutbox, lockUnsentOutbox, markOutboxSent } from "../db/outbox.js";
-import { deleteStaleQuotes } from "../db/quotes.js";
 import { logger } from "../log.js";
 import { QUEUE_NAMES, type QueueName } from "../queue-names.js";
 import { enqueue } from "../queues.js";
@@ -64,11 +62,17 @@ export async function sweepOutbox(): Promise<number> {
   });
 }
 
-/** Housekeeping that needs no queue: expired idempotency keys, old sent outbox rows, unpaid old quotes. */
-export async function purgeExpired(): Promise<void> {
-  await deleteExpiredIdempotencyKeys(db());
+/** A periodic clean-up that needs no queue, run by the sweeper every hundredth pass. */
+export type Housekeeping = () => Promise<unknown>;
+
+/**
+ * Deletes sent outbox rows older than a day, then runs the other contexts' housekeeping (expired
+ * idempotency keys, unpaid old quotes). Those are handed in by the composition root (api/housekeeping.ts)
+ * because the outbox sits below every context that uses it (docs/architecture.md).
+ */
+export async function purgeExpired(housekeeping: Housekeeping[]): Promise<void> {
   await deleteSentOutbox(db(), 24);
-  await deleteStaleQuotes(db(), 24);
+  for (const task of housekeeping) await task();
 }
 
 export interface Sweeper {
@@ -76,7 +80,7 @@ export interface Sweeper {
 }
 
 /** Runs the sweep on OUTBOX_SWEEP_INTERVAL_MS, one pass at a time, in the web process. */
-export function startSweeper(): Sweeper {
+export function startSweeper(housekeeping: Housekeeping[]): Sweeper {
   let running: Promise<void> | undefined;
   let passes = 0;
   const tick = () => {
@@ -85,7 +89,7 @@ export function startSweeper(): Sweeper {
       try {
         const sent = await sweepOutbox();
         if (sent > 0) logger().info({ sent }, "outbox sweeper re-sent jobs");
-        if (passes++ % 100 === 0) await purgeExpired();
+        if (passes++ % 100 === 0) await purgeExpired(housekeeping);
       } catch (err) {
         logger().warn({ err }, "outbox sweep failed; will try again");
       } finally {

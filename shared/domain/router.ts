@@ -1,8 +1,8 @@
 import { db } from "../db/knex.js";
 import { type RecentCallStats, readRecentCallStats } from "../db/listing-stats.js";
 import { findActiveByTaskAlias, type ListingRow } from "../db/listings.js";
+import type { PaidGate } from "./availability.js";
 import { type KeyPolicy, type ScopeExclusion, scopeExclusion } from "./key-policy.js";
-import type { PaidGate } from "./listing-facts.js";
 import { formatUsdc, micros } from "./money.js";
 
 /** Ranking looks at each listing's most recent calls: recent behaviour, at a bounded cost per execute. */

@@ -1,3 +1,4 @@
+import { USDC_EIP712 } from "../chain/eip3009.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { type ListingRow, searchListings } from "../db/listings.js";
@@ -12,7 +13,7 @@ import { MPP_INTENT, MPP_METHOD } from "./mpp.js";
 import { candidateView, rankCandidates } from "./router.js";
 import { bazaarFor } from "./x402-challenge.js";
 import { createQuote, notPayable } from "./x402-gateway.js";
-import { listingRequirements, MAX_TIMEOUT_SECONDS, USDC_EIP712, x402Rail } from "./x402-protocol.js";
+import { listingRequirements, MAX_TIMEOUT_SECONDS, x402Rail } from "./x402-protocol.js";
 import { quoteView } from "./x402-views.js";
 
 // The read side of the x402 edge: overview, catalog, discovery documents (notes §6: the facilitator

@@ -1,6 +1,7 @@
 import { getConfig } from "../config.js";
+import { db } from "../db/knex.js";
 import type { ListingRow } from "../db/listings.js";
-import type { QuoteRow } from "../db/quotes.js";
+import { deleteStaleQuotes, type QuoteRow } from "../db/quotes.js";
 import { AppError } from "../errors.js";
 import { formatWwwAuthenticate, mppChallenge } from "./mpp.js";
 import {
@@ -134,4 +135,9 @@ export async function challengeError(args: {
 /** A 402 that carries no challenge: nothing about this quote can be paid any more. */
 export function unpayable(reason: string, message: string, details: Record<string, unknown> = {}): AppError {
   return new AppError("PAYMENT_REQUIRED", message, { reason, ...details }, { "Cache-Control": "no-store" });
+}
+
+/** Housekeeping: quotes never paid that expired over a day ago are only clutter. */
+export async function purgeStaleQuotes(): Promise<void> {
+  await deleteStaleQuotes(db(), 24);
 }

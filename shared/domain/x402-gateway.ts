@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { authorizationUsed } from "../chain/eip3009.js";
 import { getConfig } from "../config.js";
 import { appendEvidence } from "../db/evidence.js";
 import { findInvocation, insertInvocationWithJob, TERMINAL } from "../db/invocations.js";
@@ -26,7 +27,6 @@ import { type X402Answer, x402Answer } from "./x402-answer.js";
 import { challengeError, type PaidRoute, payable, unpayable } from "./x402-challenge.js";
 import { type DecodedPayment, mismatch, readPayment } from "./x402-payment-check.js";
 import {
-  authorizationUsed,
   type HTTPRequestContext,
   type PaymentRequirements,
   quoteRequirements,

@@ -23,7 +23,8 @@ import {
   declareDiscoveryExtension,
 } from "@x402/extensions/bazaar";
 import type { Address, Hex } from "viem";
-import { caip2, chainSettings, EIP3009_ABI, platformAddress, publicClient } from "../chain/client.js";
+import { caip2, chainSettings, platformAddress, publicClient } from "../chain/client.js";
+import { USDC_EIP712 } from "../chain/eip3009.js";
 import { getConfig } from "../config.js";
 import type { StoredAuthorization, X402Protocol } from "../db/x402-payments.js";
 import { AppError } from "../errors.js";
@@ -37,9 +38,6 @@ import { createAjv, violationsOf } from "./json-schema.js";
 // recorded before it is broadcast. Its signer therefore refuses to write.
 
 export type { HTTPRequestContext, PaymentPayload, PaymentRequired, PaymentRequirements };
-
-/** The EIP-712 domain of USDC (and of our TestUSDC): the `extra` every exact-EVM requirement carries. */
-export const USDC_EIP712 = { name: "USD Coin", version: "2" } as const;
 
 /** validBefore the SDK client signs: now + this. It covers the call (≤ 30 s) and the settlement. */
 export const MAX_TIMEOUT_SECONDS = 300;
@@ -279,16 +277,6 @@ export async function verifyPresented(
     payload: { signature: presented.signature, authorization: presented.authorization },
   };
   return server.verifyPayment(payload, requirements);
-}
-
-/** True when the token has already consumed (or the payer cancelled) this EIP-3009 nonce. */
-export async function authorizationUsed(asset: string, from: string, nonce: string): Promise<boolean> {
-  return publicClient().readContract({
-    address: asset as Address,
-    abi: EIP3009_ABI,
-    functionName: "authorizationState",
-    args: [from as Address, nonce as Hex],
-  });
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   type SendOptions,
   sendOnce,
 } from "../chain/durable-tx.js";
+import { authorizationUsed } from "../chain/eip3009.js";
 import { findTransfer } from "../chain/transfers.js";
 import { getConfig } from "../config.js";
 import { type ChainTxRow, findChainTx } from "../db/chain-transactions.js";
@@ -24,7 +25,7 @@ import { readGate } from "./availability.js";
 import { retryTransient } from "./ledger.js";
 import { recordX402Settlement } from "./ledger-flows.js";
 import { paymentEvidence } from "./x402-payments.js";
-import { authorizationUsed, type PaymentRequirements, verifyPresented } from "./x402-protocol.js";
+import { type PaymentRequirements, verifyPresented } from "./x402-protocol.js";
 
 // Settling an x402 payment (README "x402 gateway"). Once its call succeeded (x402-payments.ts: the
 // payment is `settling` and its job queued), the settlement-confirmations worker runs

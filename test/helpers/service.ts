@@ -1,6 +1,7 @@
 import type { Server } from "node:http";
 import type { Worker } from "bullmq";
 import { createApp } from "../../api/app.js";
+import { HOUSEKEEPING } from "../../api/housekeeping.js";
 import { getConfig } from "../../shared/config.js";
 import { closeDb } from "../../shared/db/knex.js";
 import { startSweeper } from "../../shared/domain/outbox.js";
@@ -25,7 +26,7 @@ export async function startService(
   await new Promise<void>((resolve) => server.once("listening", resolve));
   const worker = options.worker === false ? undefined : startExecutionsWorker();
   await worker?.waitUntilReady();
-  const sweeper = options.sweeper === false ? undefined : startSweeper();
+  const sweeper = options.sweeper === false ? undefined : startSweeper(HOUSEKEEPING);
   return {
     baseUrl: `http://127.0.0.1:${config.port}`,
     worker,

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HOUSEKEEPING } from "../../api/housekeeping.js";
 import { findInvocation, type InvocationRow, insertInvocationWithJob } from "../../shared/db/invocations.js";
 import { db } from "../../shared/db/knex.js";
 import type { ListingRow } from "../../shared/db/listings.js";
@@ -187,7 +188,7 @@ describe("housekeeping", () => {
     const paid = await quote("-2 days", "3 days");
     const live = await quote("5 minutes", null);
     const recent = await quote("-1 hour", null);
-    await purgeExpired();
+    await purgeExpired(HOUSEKEEPING);
     const left = (await db()("quotes").whereIn("id", [stale, paid, live, recent]).select("id")).map(
       (r) => r.id,
     );
