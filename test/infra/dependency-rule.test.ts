@@ -1,0 +1,43 @@
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+// The dependency rule (docs/architecture.md) is enforced by dependency-cruiser in `npm test`. This
+// runs the real configuration over a fixture tree with two forbidden imports and checks that the run
+// fails with lines naming the broken rules, so a rule that stopped matching would be noticed.
+const root = fileURLToPath(new URL("../../", import.meta.url));
+const fixture = fileURLToPath(new URL("../fixtures/dependency-rule/", import.meta.url));
+const depcruise = `${root}node_modules/dependency-cruiser/bin/dependency-cruise.mjs`;
+
+function cruise(cwd: string, paths: string[], config: string): { status: number | null; output: string } {
+  const run = spawnSync(process.execPath, [depcruise, ...paths, "--config", config], {
+    cwd,
+    encoding: "utf8",
+  });
+  return { status: run.status, output: `${run.stdout}${run.stderr}` };
+}
+
+describe("the dependency rule", () => {
+  const broken = cruise(fixture, ["api", "shared"], `${root}.dependency-cruiser.cjs`);
+
+  it("fails the run on a forbidden import", () => {
+    expect(broken.status, broken.output).not.toBe(0);
+  });
+
+  it("names the broken direction between contexts", () => {
+    expect(broken.output).toMatch(
+      /error catalog-depends-only-on-audit-outbox-identity-money: shared\/catalog\/ranking\.ts → shared\/routing\/index\.ts/,
+    );
+  });
+
+  it("names the broken public surface when api/ reaches a store", () => {
+    expect(broken.output).toMatch(
+      /error api-workers-bench-use-a-context-index: api\/listings\.ts → shared\/catalog\/store\/listings\.ts/,
+    );
+  });
+
+  it("passes the real tree", () => {
+    const real = cruise(root, ["api", "workers", "shared", "bench"], ".dependency-cruiser.cjs");
+    expect(real.status, real.output).toBe(0);
+  });
+});
