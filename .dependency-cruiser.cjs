@@ -52,11 +52,11 @@ module.exports = {
       to: { path: ANY_CONTEXT },
     },
     {
-      name: "api-workers-bench-use-a-context-index",
+      name: "outside-code-uses-a-context-index",
       comment:
         "api/, workers/ and bench/ reach a context only through its index.ts, never its store or inner modules",
       severity: "error",
-      from: { path: "^(api|workers|bench)/" },
+      from: { path: "^(api|workers|bench|scripts)/" },
       to: { path: ANY_CONTEXT, pathNot: `${ANY_CONTEXT}index\\.ts$` },
     },
     {

@@ -32,7 +32,7 @@ describe("the dependency rule", () => {
 
   it("names the broken public surface when api/ reaches a store", () => {
     expect(broken.output).toMatch(
-      /error api-workers-bench-use-a-context-index: api\/listings\.ts → shared\/catalog\/store\/listings\.ts/,
+      /error outside-code-uses-a-context-index: api\/listings\.ts → shared\/catalog\/store\/listings\.ts/,
     );
   });
 
