@@ -1,9 +1,9 @@
 // The dependency rule (docs/architecture.md), checked by `npm run deps` inside `npm test`.
 //
 // shared/ holds one folder per bounded context plus infrastructure. A context may import the
-// infrastructure and the contexts listed for it below (a DAG: each list names only contexts above it),
-// and reaches another context only through that context's index.ts. api/, workers/ and bench/ reach a
-// context only through its index.ts too, never its store or inner modules. Tests may reach inside.
+// infrastructure and the contexts listed for it below (a DAG: each list names only contexts below it),
+// and reaches another context only through that context's index.ts. api/, workers/, bench/ and scripts/
+// reach a context only through its index.ts too, never its store or inner modules. Tests may reach inside.
 
 /** Each context and the contexts it may depend on. Keep in step with docs/architecture.md. */
 const CONTEXTS = {
@@ -54,7 +54,7 @@ module.exports = {
     {
       name: "outside-code-uses-a-context-index",
       comment:
-        "api/, workers/ and bench/ reach a context only through its index.ts, never its store or inner modules",
+        "api/, workers/, bench/ and scripts/ reach a context only through its index.ts, never its store or inner modules",
       severity: "error",
       from: { path: "^(api|workers|bench|scripts)/" },
       to: { path: ANY_CONTEXT, pathNot: `${ANY_CONTEXT}index\\.ts$` },
