@@ -1,0 +1,114 @@
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import os from "node:os";
+
+// CPU accounting during a run (Linux /proc; elsewhere only the machine-wide figure is available).
+
+export type ProcTicks = Map<number, { comm: string; user: number; sys: number }>;
+
+export function clockTicksPerSecond(): number {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
+  } catch {
+    return 100;
+  }
+}
+
+export const CLK_TCK = clockTicksPerSecond();
+
+export function readProcs(): ProcTicks {
+  const procs: ProcTicks = new Map();
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
+  } catch {
+    return procs;
+  }
+  for (const entry of entries) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      // comm may contain spaces and parentheses; the fields after the last ")" are fixed.
+      const close = stat.lastIndexOf(")");
+      const comm = stat.slice(stat.indexOf("(") + 1, close);
+      const fields = stat.slice(close + 2).split(" ");
+      procs.set(Number(entry), { comm, user: Number(fields[11]), sys: Number(fields[12]) });
+    } catch {
+      // The process ended between readdir and read.
+    }
+  }
+  return procs;
+}
+
+export function machineTimes(): { busy: number; total: number } {
+  let busy = 0;
+  let total = 0;
+  for (const cpu of os.cpus()) {
+    const t = cpu.times;
+    busy += t.user + t.nice + t.sys + t.irq;
+    total += t.user + t.nice + t.sys + t.irq + t.idle;
+  }
+  return { busy, total };
+}
+
+/** CPU used during a run, in cores (1.0 = one core busy the whole time). */
+export interface CpuUse {
+  service: number;
+  /** The service's kernel (system) time, in cores: socket writes to PostgreSQL, Redis and clients. */
+  serviceSys: number;
+  postgres: number;
+  redis: number;
+  bench: number;
+  /** Everything else on the machine (other processes, kernel threads), in cores. */
+  other: number;
+  /** The busiest other processes, so that a noisy neighbour is visible in the output. */
+  busiestOthers: { comm: string; cores: number }[];
+  machineBusyPct: number;
+}
+
+export interface CpuMeter {
+  stop(): CpuUse;
+}
+
+export function startCpuMeter(servicePid: number): CpuMeter {
+  const started = performance.now();
+  const before = readProcs();
+  const machineBefore = machineTimes();
+  return {
+    stop() {
+      const seconds = (performance.now() - started) / 1000;
+      const after = readProcs();
+      const machineAfter = machineTimes();
+      const cores = (ticks: number) => ticks / CLK_TCK / seconds;
+      const use = { service: 0, serviceSys: 0, postgres: 0, redis: 0, bench: 0 };
+      const others = new Map<string, number>();
+      for (const [pid, now] of after) {
+        const prior = before.get(pid);
+        // A pid seen for the first time started during the run: all its time belongs to the run.
+        const base = prior && prior.comm === now.comm ? prior : { user: 0, sys: 0 };
+        const used = cores(now.user - base.user + now.sys - base.sys);
+        if (pid === servicePid) {
+          use.service += used;
+          use.serviceSys += cores(now.sys - base.sys);
+        } else if (pid === process.pid) use.bench += used;
+        else if (now.comm === "postgres") use.postgres += used;
+        else if (now.comm.startsWith("redis-server")) use.redis += used;
+        else others.set(now.comm, (others.get(now.comm) ?? 0) + used);
+      }
+      const busy = machineAfter.busy - machineBefore.busy;
+      const total = machineAfter.total - machineBefore.total;
+      const busyCores = total > 0 ? (busy / total) * os.cpus().length : 0;
+      const accounted = use.service + use.postgres + use.redis + use.bench;
+      const busiestOthers = [...others]
+        .filter(([, cores]) => cores >= 0.05)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 3)
+        .map(([comm, cores]) => ({ comm, cores }));
+      return {
+        ...use,
+        other: Math.max(0, busyCores - accounted),
+        busiestOthers,
+        machineBusyPct: total > 0 ? (100 * busy) / total : 0,
+      };
+    },
+  };
+}
