@@ -3,9 +3,10 @@ import { getAddress, isAddress } from "viem";
 import { concurrencyVariable, QUEUE_NAMES, type QueueName } from "./queue-names.js";
 
 /**
- * The only reader of process.env. Parsed once, validated, frozen. Every setting is documented in the
- * README's configuration table; keep the two in step (test/unit/config.test.ts checks the README lists
- * every variable declared here).
+ * The only reader of process.env. Parsed once, validated, frozen. docs/configuration.md is generated
+ * from SETTINGS below (`npm run docs`; a test fails when it is stale). Over 400 lines on purpose: the
+ * settings table is data, one entry per variable with its parser and description, and keeping it in
+ * one file keeps every setting in one place.
  */
 export interface Config {
   port: number;
@@ -255,7 +256,7 @@ function intervalOrOff(name: string, def: number, describe: string) {
 
 const HTTP = ["http:", "https:"];
 
-/** Every environment variable the service reads, with its default. Exported for the README check. */
+/** Every environment variable the service reads, with its default. Exported for docs/configuration.md (scripts/reference-docs.ts). */
 export const SETTINGS = {
   port: int("PORT", 3000, "HTTP port of the API", 0, 65535),
   host: str("HOST", "0.0.0.0", "interface the API binds to"),
