@@ -17,6 +17,7 @@ import { approvalSummary } from "./approvals.js";
 import { isUuid } from "./ids.js";
 import { formatUsdc, micros } from "./money.js";
 import { amountSuffix, capturedSplit, paymentView } from "./paid-invocations.js";
+import { WEIGHTS } from "./router.js";
 
 function links(invocationId: string, receiptId: string | null) {
   const base = getConfig().publicBaseUrl;
@@ -113,6 +114,7 @@ export function executeResult(invocation: InvocationSummary) {
       slug: invocation.listing_slug,
       selection_reason: selectionReason(invocation),
     },
+    ...servedBy(invocation),
     selection: invocation.selection,
     cost: cost(invocation, invocation.receipt_amount_micros),
     ...sandboxFlag(invocation),
@@ -127,14 +129,65 @@ export function executeResult(invocation: InvocationSummary) {
   };
 }
 
-/** Why the serving provider was the one: the router's first choice, a fallback, or a direct invoke. */
+/** Why the serving provider was the one: the router's first choice, a fallback, or a locked route. */
 function selectionReason(invocation: InvocationRow): string {
   if (invocation.route === "invoke") return "direct_invoke_locked_to_listing";
   if (invocation.route === "tumbler") return "sandbox_quote_locked_to_listing";
+  if (invocation.route === "x402") return "x402_quote_locked_to_listing";
   const served = invocation.served_listing_id ?? invocation.listing_id;
   return served === invocation.listing_id
     ? "top_ranked_candidate"
     : "fallback_after_higher_ranked_candidate_failed";
+}
+
+interface RankedCandidate {
+  listing_id: string;
+  rank: number;
+  score: number;
+  score_components: Record<string, number>;
+}
+
+/**
+ * The served listing's place in the router's ranking, as recorded when the invocation was accepted
+ * (invocations.selection): its rank, score and score components. Locked routes (invoke, x402, sandbox)
+ * rank nothing, so they have none and say why.
+ */
+function selectionBasis(invocation: InvocationRow, served: string | null) {
+  if (invocation.route !== "execute")
+    return { selection_basis: null, selection_basis_null_reason: "locked_to_listing" };
+  if (!served) return { selection_basis: null, selection_basis_null_reason: "no_listing_served" };
+  const candidates = (invocation.selection?.candidates ?? []) as RankedCandidate[];
+  const entry = candidates.find((c) => c.listing_id === served);
+  if (!entry) return { selection_basis: null, selection_basis_null_reason: "ranking_not_recorded" };
+  return {
+    selection_basis: {
+      rank: entry.rank,
+      score: entry.score,
+      score_components: entry.score_components,
+      weights: WEIGHTS,
+      passed_over: candidates.filter((c) => c.rank < entry.rank).map((c) => c.listing_id),
+    },
+    selection_basis_null_reason: null,
+  };
+}
+
+/**
+ * Who served and why, for status and receipt: the serving listing (null until one succeeded), the
+ * selection reason and the served listing's ranking.
+ */
+function servedBy(invocation: InvocationRow) {
+  const served =
+    invocation.status === "succeeded" ? (invocation.served_listing_id ?? invocation.listing_id) : null;
+  return {
+    served_listing_id: served,
+    served_listing_id_null_reason: served
+      ? null
+      : invocation.status === "failed"
+        ? "no_candidate_succeeded"
+        : "invocation_not_finished",
+    selection_reason: served ? selectionReason(invocation) : null,
+    ...selectionBasis(invocation, served),
+  };
 }
 
 /** The 202 body for work that is still queued or running. */
@@ -169,7 +222,9 @@ export async function invocationStatus(agentId: string, invocationId: string) {
     approval: approval ? approvalSummary(approval) : null,
     task: invocation.task,
     route: invocation.route,
-    listing_id: invocation.listing_id,
+    listing_id: invocation.served_listing_id ?? invocation.listing_id,
+    first_choice_listing_id: invocation.listing_id,
+    ...servedBy(invocation),
     created_at: invocation.created_at.toISOString(),
     started_at: invocation.started_at?.toISOString() ?? null,
     completed_at: invocation.completed_at?.toISOString() ?? null,
@@ -202,10 +257,11 @@ export async function receiptView(agentId: string, receiptId: string) {
   const receipt = isUuid(receiptId) ? await findOwnedReceipt(db(), receiptId, agentId) : undefined;
   if (!receipt)
     throw new AppError("NOT_FOUND", "no receipt with this id for this agent", { receipt_id: receiptId });
-  const [listing, invocation, evidence] = await Promise.all([
+  const [listing, invocation, evidence, attempts] = await Promise.all([
     findListing(db(), receipt.listing_id),
     findInvocation(db(), receipt.invocation_id),
     listEvidence(db(), "invocation", receipt.invocation_id),
+    listAttempts(db(), receipt.invocation_id),
   ]);
   const hold = invocation ? micros(invocation.hold_micros) : 0n;
   const currency = receipt.currency === "tUSDC" ? "tUSDC" : "USDC";
@@ -219,6 +275,8 @@ export async function receiptView(agentId: string, receiptId: string) {
     agent_id: receipt.agent_id,
     listing_id: receipt.listing_id,
     provider_name: listing?.name ?? null,
+    ...(invocation ? servedBy(invocation) : {}),
+    attempts: attempts.map(attemptView),
     outcome: "succeeded" as const,
     [`amount_${unit}`]: formatUsdc(micros(receipt.amount_micros)),
     currency,

@@ -52,6 +52,66 @@ const Cost = Type.Union(
   ),
 );
 
+const SelectionReason = Type.Union(
+  [
+    "top_ranked_candidate",
+    "fallback_after_higher_ranked_candidate_failed",
+    "direct_invoke_locked_to_listing",
+    "sandbox_quote_locked_to_listing",
+    "x402_quote_locked_to_listing",
+  ].map((reason) => Type.Literal(reason)),
+);
+
+/**
+ * Who served an invocation and why (README "Routing"): the serving listing, the reason it was the one,
+ * and for routed execute calls its recorded rank, score and score components, plus the higher-ranked
+ * listings passed over (their attempts are in `attempts`).
+ */
+const ServedBy = {
+  served_listing_id: Nullable(Uuid),
+  served_listing_id_null_reason: Nullable(
+    Type.Union([Type.Literal("no_candidate_succeeded"), Type.Literal("invocation_not_finished")]),
+  ),
+  selection_reason: Nullable(SelectionReason),
+  selection_basis: Nullable(
+    Type.Object({
+      rank: Type.Integer({ minimum: 1 }),
+      score: Type.Number(),
+      score_components: Type.Object({
+        reliability: Type.Number(),
+        verification: Type.Number(),
+        latency: Type.Number(),
+        price: Type.Number(),
+      }),
+      weights: Type.Record(Type.String(), Type.Number()),
+      passed_over: Type.Array(Uuid),
+    }),
+  ),
+  selection_basis_null_reason: Nullable(
+    Type.Union([
+      Type.Literal("locked_to_listing"),
+      Type.Literal("no_listing_served"),
+      Type.Literal("ranking_not_recorded"),
+    ]),
+  ),
+};
+
+/** One provider call of an invocation: which listing, its outcome, error code and latency. */
+const Attempt = Type.Object({
+  attempt_no: Type.Integer(),
+  listing_id: Uuid,
+  status: Type.Union(
+    ["running", "succeeded", "failed", "abandoned", "skipped"].map((status) => Type.Literal(status)),
+    { description: "the attempt's outcome" },
+  ),
+  error_code: Nullable(Type.String()),
+  error_message: Nullable(Type.String()),
+  http_status: Nullable(Type.Integer()),
+  latency_ms: Nullable(Type.Integer()),
+  started_at: Timestamp,
+  finished_at: NullableTimestamp,
+});
+
 export const ExecuteResult = Type.Object({
   success: Type.Literal(true),
   output: Type.Unknown(),
@@ -62,8 +122,9 @@ export const ExecuteResult = Type.Object({
     listing_id: Uuid,
     name: Nullable(Type.String()),
     slug: Nullable(Type.String()),
-    selection_reason: Type.String(),
+    selection_reason: SelectionReason,
   }),
+  ...ServedBy,
   selection: Type.Unknown(),
   cost: Cost,
   simulated: Type.Optional(Type.Literal(true, { description: "a sandbox (tumbler) call paid in tUSDC" })),
@@ -193,24 +254,14 @@ export const InvocationStatus = Type.Object({
   task: Type.String(),
   route: Type.String(),
   listing_id: Uuid,
+  first_choice_listing_id: Uuid,
+  ...ServedBy,
   created_at: Timestamp,
   started_at: NullableTimestamp,
   completed_at: NullableTimestamp,
   output: Type.Unknown(),
   error: Nullable(Type.Object({ code: Type.String(), message: Type.String() })),
-  attempts: Type.Array(
-    Type.Object({
-      attempt_no: Type.Integer(),
-      listing_id: Uuid,
-      status: Type.String(),
-      error_code: Nullable(Type.String()),
-      error_message: Nullable(Type.String()),
-      http_status: Nullable(Type.Integer()),
-      latency_ms: Nullable(Type.Integer()),
-      started_at: Timestamp,
-      finished_at: NullableTimestamp,
-    }),
-  ),
+  attempts: Type.Array(Attempt),
   receipt_id: Nullable(Uuid),
   receipt_null_reason: Nullable(Type.String()),
   cost: Cost,
@@ -230,6 +281,8 @@ const receiptIn = (unit: Unit) =>
     agent_id: Uuid,
     listing_id: Uuid,
     provider_name: Nullable(Type.String()),
+    ...ServedBy,
+    attempts: Type.Array(Attempt),
     outcome: Type.Literal("succeeded"),
     [`amount_${suffix(unit)}`]: amountOf(unit),
     currency: Type.Literal(unit),

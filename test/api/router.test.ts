@@ -105,15 +105,33 @@ describe("POST /api/execute fallback", () => {
       a.id,
       b.id,
     ]);
+    const servedBy = {
+      served_listing_id: b.id,
+      served_listing_id_null_reason: null,
+      selection_reason: "fallback_after_higher_ranked_candidate_failed",
+      selection_basis: {
+        rank: 2,
+        score: res.body.selection.candidates[1].score,
+        score_components: res.body.selection.candidates[1].score_components,
+        passed_over: [a.id],
+      },
+      selection_basis_null_reason: null,
+    };
+    expect(res.body).toMatchObject(servedBy);
+    const attempts = [
+      { listing_id: a.id, status: "failed", error_code: "PROVIDER_FAILED", http_status: 500 },
+      { listing_id: b.id, status: "succeeded", error_code: null, http_status: 200 },
+    ];
     const status = await api("GET", `/api/execute/status/${res.body.invocation_id}`, { key: buyer.apiKey });
-    expect(
-      status.body.attempts.map((x: { listing_id: string; status: string }) => [x.listing_id, x.status]),
-    ).toEqual([
-      [a.id, "failed"],
-      [b.id, "succeeded"],
-    ]);
+    expect(status.body).toMatchObject({
+      listing_id: b.id,
+      first_choice_listing_id: a.id,
+      ...servedBy,
+      attempts,
+    });
+    for (const attempt of status.body.attempts) expect(attempt.latency_ms).toBeGreaterThanOrEqual(0);
     const receipt = await api("GET", `/api/commerce/receipts/${res.body.receipt_id}`, { key: buyer.apiKey });
-    expect(receipt.body).toMatchObject({ listing_id: b.id });
+    expect(receipt.body).toMatchObject({ listing_id: b.id, ...servedBy, attempts });
     expect(first.calls).toHaveLength(1);
   });
 
@@ -125,6 +143,16 @@ describe("POST /api/execute fallback", () => {
     expect(res.status).toBe(502);
     expect(errorCode(res)).toBe("PROVIDER_FAILED");
     expect(unsafe.calls).toHaveLength(1);
+    const failed = await api("GET", `/api/execute/status/${res.body.error.details.invocation_id}`, {
+      key: buyer.apiKey,
+    });
+    expect(failed.body).toMatchObject({
+      served_listing_id: null,
+      served_listing_id_null_reason: "no_candidate_succeeded",
+      selection_reason: null,
+      selection_basis: null,
+      selection_basis_null_reason: "no_listing_served",
+    });
 
     const retryTask = taskName();
     const flaky = await seller((i) => (i < 2 ? broken() : [200, { success: true, output: { third: true } }]));
