@@ -101,6 +101,7 @@ export function buildOpenApi(routes: RouteDef[]) {
         {
           status: spec.status,
           retryable: spec.retryable,
+          ...("specRetryable" in spec ? { spec_retryable: spec.specRetryable } : {}),
           buyer_action: spec.buyerAction,
           fallback: spec.fallback,
         },

@@ -4,7 +4,13 @@
  */
 export interface ErrorSpec {
   status: number;
+  /** Whether repeating the same request unchanged may succeed: what the envelope says. */
   retryable: boolean;
+  /**
+   * The spec table's value where it differs from `retryable` (README "Errors"): published in the
+   * listing record's failure_modes and the OpenAPI x-error-codes beside the envelope's value.
+   */
+  specRetryable?: boolean;
   buyerAction: string;
   fallback: string;
   /** Seconds for Retry-After, where a retry after a pause is the right move. */
@@ -12,16 +18,19 @@ export interface ErrorSpec {
 }
 
 export const ERRORS = {
-  // The spec's table, verbatim.
+  // The spec's table, verbatim but for UNAUTHORIZED's retryable (see there).
   LISTING_NOT_FOUND: {
     status: 404,
     retryable: false,
     buyerAction: "choose_alternative_provider",
     fallback: "call_execute_match",
   },
+  // The spec marks it retryable (after its buyer action, a valid key); the same request without one never
+  // succeeds, and clients retry retryable errors automatically, so the envelope says false.
   UNAUTHORIZED: {
     status: 401,
-    retryable: true,
+    retryable: false,
+    specRetryable: true,
     buyerAction: "supply_valid_bearer_token",
     fallback: "quickstart_or_refresh_api_key",
   },

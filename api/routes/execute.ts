@@ -69,6 +69,7 @@ const RUN_ERRORS: ErrorCode[] = [
   "TIMEOUT",
   "POLICY_BLOCKED",
   "WALLET_LIMIT_EXCEEDED",
+  "PAYMENT_REQUIRED",
 ];
 
 /** 202: still queued or running, or held for a supervisor's approval (README "Approvals"). */

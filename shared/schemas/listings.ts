@@ -1,4 +1,5 @@
-import { Type } from "@sinclair/typebox";
+import { type TSchema, Type } from "@sinclair/typebox";
+import { Nullable, Timestamp } from "./common.js";
 import { BondBlock, PayoutSummary } from "./seller-money.js";
 
 const Category = Type.String({
@@ -68,22 +69,119 @@ export const CatalogQuery = Type.Object(
 
 export const ListingIdParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 
-/** The listing record is large and computed (shared/domain/listing-record); its schema names the core. */
+/** A value the record explains when it is null: `<name>` and, only when null, `<name>_null_reason`. */
+function explained<S extends TSchema>(name: string, schema: S) {
+  return { [name]: Nullable(schema), [`${name}_null_reason`]: Type.Optional(Type.String()) };
+}
+
+/**
+ * The spec types these read-time flags as integer 0/1 (spec "Listing (capability)" table), so the
+ * record serves them that way; `flags` carries the same facts as JSON booleans (README "Wire types").
+ */
+const ZeroOne = Type.Union([Type.Literal(0), Type.Literal(1)]);
+const FLAG_NAMES = ["hosted", "featured", "safe_to_retry", "platform_hosted", "tumbler_enabled"] as const;
+
+/**
+ * The listing record (shared/domain/listing-record): every top-level field typed, so a type drift fails
+ * the response check in tests; the large nested contract blocks are objects whose shape the listing
+ * record's own tests pin down.
+ */
 export const ListingRecordSchema = Type.Object(
   {
     id: Type.String({ format: "uuid" }),
+    ...explained("seller_id", Type.String({ format: "uuid" })),
     slug: Type.String(),
     name: Type.String(),
-    status: Type.String(),
+    description: Type.String(),
+    long_description: Type.String(),
+    category: Type.String(),
+    tags: Type.Array(Type.String()),
+    listing_type: Type.String(),
+    delivery_method: Type.String(),
     version: Type.String(),
+    input_schema: Type.Record(Type.String(), Type.Unknown()),
+    ...explained("output_schema", Type.Record(Type.String(), Type.Unknown())),
+    runtime: Type.String(),
+    pricing_model: Type.String(),
     price_per_unit: Type.Number(),
     currency: Type.Literal("USDC"),
-    verification_status: Type.Union([
-      Type.Literal("verified"),
-      Type.Literal("reachable"),
-      Type.Literal("failed"),
-      Type.Null(),
+    max_latency_ms: Type.Integer(),
+    rate_limit: Type.Integer(),
+    concurrency_limit: Type.Integer(),
+    data_retention: Type.String(),
+    allowed_use: Type.String(),
+    risk_flags: Type.Array(Type.String()),
+    required_scopes: Type.Array(Type.String()),
+    total_invocations: Type.Integer(),
+    success_count: Type.Integer(),
+    failure_count: Type.Integer(),
+    ...explained("avg_latency_ms", Type.Number()),
+    status: Type.String(),
+    ...Object.fromEntries(FLAG_NAMES.map((name) => [name, ZeroOne])),
+    flags: Type.Object(Object.fromEntries(FLAG_NAMES.map((name) => [name, Type.Boolean()])), {
+      additionalProperties: false,
+      description: "hosted, featured, safe_to_retry, platform_hosted, tumbler_enabled as JSON booleans",
+    }),
+    review_status: Type.String(),
+    ...explained("review_score", Type.Number()),
+    ...explained("review_notes", Type.String()),
+    ...explained("reviewed_at", Timestamp),
+    ...explained("reviewed_by", Type.String()),
+    proxy_mode: Type.String(),
+    ...explained("proxy_upstream_url", Type.String()),
+    proxy_headers: Type.Record(Type.String(), Type.String()),
+    proxy_strip_path: ZeroOne,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    ...explained("last_invoked_at", Timestamp),
+    ...explained("last_paid_success_at", Timestamp),
+    ...explained("verified_at", Timestamp),
+    paid_success_count: Type.Integer(),
+    refunded_paid_count: Type.Integer(),
+    ...explained("seller_name", Type.String()),
+    ...explained("seller_tier", Type.String()),
+    seller_verified: Type.Boolean(),
+    seller_human_verified: Type.Boolean(),
+    ...explained("seller_agent_uri", Type.String()),
+    ...explained("seller_agent_uri_slug", Type.String()),
+    ...explained("seller_trust_score", Type.Number()),
+    ...explained("seller_trust_grade", Type.String()),
+    ...explained("seller_trust_badge", Type.String()),
+    ...explained("seller_trust_confidence", Type.String()),
+    verified_review_count: Type.String({ pattern: "^\\d+$" }),
+    receipt_linked_review_count: Type.String({ pattern: "^\\d+$" }),
+    ...explained("avg_review_rating", Type.String()),
+    ...explained(
+      "verification_status",
+      Type.Union([Type.Literal("verified"), Type.Literal("reachable"), Type.Literal("failed")]),
+    ),
+    ...explained("endpoint_health", Type.String()),
+    ...explained("endpoint_health_rate", Type.Number({ minimum: 0, maximum: 1 })),
+    ...explained("success_rate", Type.Number({ minimum: 0, maximum: 1 })),
+    activity_status: Type.String(),
+    ...explained("days_since_last_invoke", Type.Integer()),
+    public_proof_status: Type.String(),
+    public_proof_label: Type.String(),
+    public_proof_summary: Type.String(),
+    public_proof_evidence: Type.Record(Type.String(), Type.Unknown()),
+    invokable: Type.Boolean(),
+    invokable_blockers: Type.Optional(Type.Array(Type.String())),
+    service_tier: Type.Union([
+      Type.Literal("free_tool"),
+      Type.Literal("paid_tool"),
+      Type.Literal("external"),
     ]),
+    buying_modes: Type.Array(Type.String()),
+    ...explained("buying_mode", Type.String()),
+    exposure_mode: Type.String(),
+    procurement_eligible: Type.Boolean(),
+    direct_invoke_eligible: Type.Boolean(),
+    router_checkout_eligible: Type.Boolean(),
+    public_supply_origin: Type.String(),
+    first_party_supply: Type.Boolean(),
+    external_seller_supply: Type.Boolean(),
+    catalog_visibility_state: Type.String(),
+    world_agentkit_free_trial_enabled: Type.Boolean(),
     commerce_contract: Type.Record(Type.String(), Type.Unknown()),
     invocation_contract: Type.Record(Type.String(), Type.Unknown()),
     telemetry: Type.Record(Type.String(), Type.Unknown()),
@@ -91,7 +189,7 @@ export const ListingRecordSchema = Type.Object(
     buyer_evidence: Type.Record(Type.String(), Type.Unknown()),
     export_profiles: Type.Record(Type.String(), Type.Unknown()),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 
 const Availability = Type.Object(

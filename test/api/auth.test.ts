@@ -23,7 +23,7 @@ function expectUnauthorized(res: ApiResponse): void {
     error: {
       code: "UNAUTHORIZED",
       message: expect.any(String),
-      retryable: ERRORS.UNAUTHORIZED.retryable,
+      retryable: false, // the same request without a valid key never succeeds
       buyer_action: ERRORS.UNAUTHORIZED.buyerAction,
       fallback: ERRORS.UNAUTHORIZED.fallback,
       request_id: res.headers.get("x-request-id"),

@@ -1,4 +1,5 @@
 import { getConfig } from "../../shared/config.js";
+import { contractViolation } from "./response-contract.js";
 
 export interface ApiResponse<T = any> {
   status: number;
@@ -16,7 +17,10 @@ export interface RequestOptions {
   baseUrl?: string;
 }
 
-/** Calls the API under test and parses JSON when the answer is JSON. */
+/**
+ * Calls the API under test and parses JSON when the answer is JSON. Every answer is checked against the
+ * route's OpenAPI declaration (status and schema, errors included); a breach fails the calling test.
+ */
 export async function api<T = any>(
   method: string,
   path: string,
@@ -32,6 +36,14 @@ export async function api<T = any>(
   const text = await response.text();
   let parsed: unknown = text;
   if (response.headers.get("content-type")?.includes("json")) parsed = text ? JSON.parse(text) : undefined;
+  const violation = contractViolation(
+    method,
+    response.url,
+    response.status,
+    response.headers.get("content-type"),
+    parsed,
+  );
+  if (violation) throw new Error(`response contract: ${violation}\n${text.slice(0, 2000)}`);
   return { status: response.status, headers: response.headers, body: parsed as T, text };
 }
 

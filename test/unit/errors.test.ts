@@ -106,8 +106,52 @@ describe("error envelope", () => {
         "check_status_endpoint",
       ],
     ];
-    for (const [code, status, retryable, buyerAction, fallback] of table)
-      expect(ERRORS[code], code).toMatchObject({ status, retryable, buyerAction, fallback });
+    for (const [code, status, retryable, buyerAction, fallback] of table) {
+      const spec: ErrorSpec = ERRORS[code];
+      expect({ ...spec, retryable: spec.specRetryable ?? spec.retryable }, code).toMatchObject({
+        status,
+        retryable,
+        buyerAction,
+        fallback,
+      });
+    }
+  });
+
+  it("every code's envelope says retryable only when repeating the same request may succeed", () => {
+    // code → what the envelope's `retryable` says, and why. Every code of ERRORS must be here.
+    const table: Record<ErrorCode, [boolean, string]> = {
+      LISTING_NOT_FOUND: [false, "the catalog will not change because the request is repeated"],
+      UNAUTHORIZED: [
+        false,
+        "the same request carries the same missing or bad key (the spec says yes: see README)",
+      ],
+      PAYMENT_REQUIRED: [true, "the same call succeeds once funded or with an x402 payment attached"],
+      WALLET_LIMIT_EXCEEDED: [false, "the limit stands until a person raises it"],
+      RATE_LIMITED: [true, "after Retry-After"],
+      SCHEMA_VALIDATION_FAILED: [false, "the same input fails the same schema"],
+      POLICY_BLOCKED: [false, "the policy stands until changed"],
+      LISTING_NOT_INVOCABLE: [false, "the listing's state does not change by asking again"],
+      PROVIDER_UNAVAILABLE: [true, "a provider outage is transient"],
+      PROVIDER_FAILED: [true, "a provider failure may be transient"],
+      TIMEOUT: [true, "a slow call may be fast next time"],
+      RECEIPT_UNAVAILABLE: [true, "the receipt is written shortly"],
+      TEMPORARILY_UNAVAILABLE: [true, "paid execution comes back when the operator reopens it"],
+      IDEMPOTENCY_KEY_IN_USE: [true, "the first request finishes"],
+      IDEMPOTENCY_KEY_REUSED: [false, "the key stays bound to its first payload"],
+      CONFLICT: [false, "the state it contradicts stays"],
+      QUOTE_NOT_USABLE: [false, "a used or expired quote stays so"],
+      WALLET_CHALLENGE_INVALID: [false, "the same challenge stays invalid"],
+      WALLET_SIGNATURE_INVALID: [false, "the same signature recovers the same address"],
+      WALLET_NOT_LINKED: [false, "linking is a separate step"],
+      NOT_FOUND: [false, "an unknown id stays unknown"],
+      METHOD_NOT_ALLOWED: [false, "the route does not gain the method"],
+      REQUEST_TOO_LARGE: [false, "the same body stays too large"],
+      SERVICE_UNAVAILABLE: [true, "a dependency outage is transient"],
+      INTERNAL_ERROR: [true, "an unexpected failure may not recur"],
+    };
+    expect(Object.keys(table).sort()).toEqual(Object.keys(ERRORS).sort());
+    for (const [code, [retryable, why]] of Object.entries(table))
+      expect(ERRORS[code as ErrorCode].retryable, `${code}: ${why}`).toBe(retryable);
   });
 
   it("echoes a sane caller X-Request-Id in the header and the envelope", async () => {

@@ -16,7 +16,7 @@ import {
   SPEC_FAILURE_CODES,
 } from "../../shared/domain/listing-record/index.js";
 import { MAX_PROVIDER_LATENCY_MS } from "../../shared/domain/provider-call.js";
-import { ERRORS } from "../../shared/errors.js";
+import { ERRORS, type ErrorSpec } from "../../shared/errors.js";
 import { MAX_ATTEMPTS } from "../../workers/executions.js";
 
 // ---------------------------------------------------------------------------------------------------
@@ -480,11 +480,13 @@ describe("invocation_contract", () => {
     expect(modes.map((m) => m.code)).toEqual([...SPEC_FAILURE_CODES]);
     expect(modes).toHaveLength(12);
     for (const mode of modes) {
-      const spec = ERRORS[mode.code];
+      const spec: ErrorSpec = ERRORS[mode.code];
       expect(mode).toEqual({
         code: mode.code,
         http_status: spec.status,
-        retryable: spec.retryable,
+        // The spec's declared value; the envelope's beside it where it answers otherwise (UNAUTHORIZED).
+        retryable: spec.specRetryable ?? spec.retryable,
+        ...(spec.specRetryable === undefined ? {} : { envelope_retryable: spec.retryable }),
         buyer_action: spec.buyerAction,
         fallback: spec.fallback,
       });

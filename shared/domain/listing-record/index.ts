@@ -133,6 +133,14 @@ export function buildListingRecord(facts: ListingFacts, options: BuildOptions = 
     safe_to_retry: flag(listing.safe_to_retry),
     platform_hosted: flag(listing.platform_hosted),
     tumbler_enabled: flag(listing.tumbler_enabled),
+    // The same five facts as JSON booleans: the spec's table types the fields above integer 0/1.
+    flags: {
+      hosted: b.endpointType === "platform_hosted",
+      featured: listing.featured,
+      safe_to_retry: listing.safe_to_retry,
+      platform_hosted: listing.platform_hosted,
+      tumbler_enabled: listing.tumbler_enabled,
+    },
     ...reviewFields(facts),
     ...proxyFields(facts),
     created_at: listing.created_at.toISOString(),

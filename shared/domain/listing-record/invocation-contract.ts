@@ -1,4 +1,4 @@
-import { ERRORS } from "../../errors.js";
+import { ERRORS, type ErrorSpec } from "../../errors.js";
 import type { Basis } from "./basis.js";
 import { ROUTER_MAX_ATTEMPTS, SETTLEMENT_NETWORK } from "./basis.js";
 import type { Completeness, ReadinessChecks } from "./completeness.js";
@@ -27,15 +27,24 @@ export const SPEC_FAILURE_CODES = [
   "RECEIPT_UNAVAILABLE",
 ] as const satisfies readonly (keyof typeof ERRORS)[];
 
-/** failure_modes straight from the ERRORS table, so the contract and the error envelope agree. */
+/**
+ * failure_modes straight from the ERRORS table: the spec's declared values (its `retryable`), and where
+ * the envelope answers otherwise for a request repeated unchanged, that value as `envelope_retryable`.
+ */
 export function failureModes() {
   return SPEC_FAILURE_CODES.map((code) => ({
     code,
     http_status: ERRORS[code].status,
-    retryable: ERRORS[code].retryable,
+    retryable: specRetryable(code),
+    ...(specRetryable(code) !== ERRORS[code].retryable ? { envelope_retryable: ERRORS[code].retryable } : {}),
     buyer_action: ERRORS[code].buyerAction,
     fallback: ERRORS[code].fallback,
   }));
+}
+
+function specRetryable(code: (typeof SPEC_FAILURE_CODES)[number]): boolean {
+  const spec: ErrorSpec = ERRORS[code];
+  return spec.specRetryable ?? spec.retryable;
 }
 
 function lifecycleState(b: Basis): string {
