@@ -48,6 +48,7 @@ export interface Config {
   platformSignerKey: `0x${string}` | undefined;
   platformAddress: `0x${string}` | undefined;
   chainConfirmations: number;
+  depositVerifyWaitMs: number;
   chainRpcTimeoutMs: number;
   chainCheckCacheMs: number;
   adminApiKey: string | undefined;
@@ -435,6 +436,13 @@ export const SETTINGS = {
     "blocks (including the transaction's own) before a deposit or payout counts",
     1,
     1000,
+  ),
+  depositVerifyWaitMs: int(
+    "DEPOSIT_VERIFY_WAIT_MS",
+    5000,
+    "how long POST /api/wallet/purchase/verify reads the chain before answering (0 = leave it to the worker)",
+    0,
+    60000,
   ),
   chainRpcTimeoutMs: int("CHAIN_RPC_TIMEOUT_MS", 3000, "timeout of one JSON-RPC request", 100, 60000),
   chainCheckCacheMs: int(

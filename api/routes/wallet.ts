@@ -77,12 +77,16 @@ const purchaseRoute = defineRoute({
 function depositReply({ deposit, created }: VerifyOutcome): Reply {
   const view = depositView(deposit);
   const open = deposit.status === "pending" || deposit.status === "confirming";
-  const message = open
-    ? "Recorded; the deposit is credited after its confirmations. Poll status_url."
-    : `This deposit is ${deposit.status}.`;
   return new Reply(
     open ? 202 : 200,
-    { ...view, replayed: !created, message },
+    {
+      ...view,
+      replayed: !created,
+      // A transaction credits once: verifying it again says so rather than crediting again.
+      ...(!created && deposit.status === "credited"
+        ? { message: `Already credited; a transaction credits once. ${view.message}` }
+        : {}),
+    },
     open ? { Location: view.status_url } : {},
   );
 }

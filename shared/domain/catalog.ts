@@ -1,4 +1,5 @@
 import type { Static } from "@sinclair/typebox";
+import { caip2 } from "../chain/client.js";
 import { getConfig } from "../config.js";
 import { readHealthFacts } from "../db/health-probes.js";
 import { db } from "../db/knex.js";
@@ -26,7 +27,7 @@ export async function listingRecords(rows: ListingRow[], reading?: GateReading) 
     readSellers(db(), sellerIds),
     readHealthFacts(db(), ids),
   ]);
-  const { platformId, publicBaseUrl, idempotencyRetentionHours } = getConfig();
+  const { platformId, publicBaseUrl, idempotencyRetentionHours, chainId } = getConfig();
   const gate = reading ?? (await readGate());
   const now = new Date();
   return rows.map((listing) =>
@@ -42,7 +43,7 @@ export async function listingRecords(rows: ListingRow[], reading?: GateReading) 
         baseUrl: publicBaseUrl,
         now,
       },
-      { idempotencyRetentionHours },
+      { idempotencyRetentionHours, settlementNetwork: caip2(chainId) },
     ),
   );
 }

@@ -55,30 +55,39 @@ export type DepositOutcome =
 export type RejectionReason =
   | "transaction_not_found"
   | "transaction_reverted"
+  | "wrong_token"
+  | "wrong_recipient"
   | "no_usdc_transfer_to_platform"
   | "sender_not_linked_wallet";
 
 const isFinal = (status: DepositStatus) => status === "credited" || status === "rejected";
 
-/** The USDC the linked wallet sent to the platform in this receipt, or why there is none. */
+/**
+ * The USDC the linked wallet sent to the platform in this receipt, or why there is none, most specific
+ * reason first: USDC reached the platform from another address (sender_not_linked_wallet); another
+ * token reached the platform (wrong_token); the linked wallet sent USDC elsewhere (wrong_recipient);
+ * else no_usdc_transfer_to_platform.
+ */
 export function creditableTransfers(
   logs: Log[],
   rule: { token: Address; sender: Address; platform: Address },
 ): { amountMicros: bigint; logIndexes: number[] } | { reason: RejectionReason } {
-  const transfers = parseEventLogs({ abi: ERC20_ABI, eventName: "Transfer", logs }).filter(
-    (l) => isAddressEqual(l.address, rule.token) && l.args.value > 0n,
+  const all = parseEventLogs({ abi: ERC20_ABI, eventName: "Transfer", logs }).filter(
+    (l) => l.args.value > 0n,
   );
+  const transfers = all.filter((l) => isAddressEqual(l.address, rule.token));
   const toPlatform = transfers.filter((l) => isAddressEqual(l.args.to, rule.platform));
   const fromSender = toPlatform.filter((l) => isAddressEqual(l.args.from, rule.sender));
-  if (fromSender.length === 0) {
+  if (fromSender.length > 0) {
     return {
-      reason: toPlatform.length > 0 ? "sender_not_linked_wallet" : "no_usdc_transfer_to_platform",
+      amountMicros: fromSender.reduce((sum: bigint, l) => sum + l.args.value, 0n),
+      logIndexes: fromSender.map((l) => l.logIndex),
     };
   }
-  return {
-    amountMicros: fromSender.reduce((sum: bigint, l) => sum + l.args.value, 0n),
-    logIndexes: fromSender.map((l) => l.logIndex),
-  };
+  if (toPlatform.length > 0) return { reason: "sender_not_linked_wallet" };
+  if (all.some((l) => isAddressEqual(l.args.to, rule.platform))) return { reason: "wrong_token" };
+  if (transfers.some((l) => isAddressEqual(l.args.from, rule.sender))) return { reason: "wrong_recipient" };
+  return { reason: "no_usdc_transfer_to_platform" };
 }
 
 const waiting = (reason: string, retryInMs: number): DepositOutcome => ({

@@ -5,6 +5,7 @@ import { recordAudit } from "../db/audit.js";
 import {
   type DepositRow,
   findAgentDeposit,
+  findDeposit,
   findDepositByTx,
   insertDeposit,
   reopenNotFoundDeposit,
@@ -17,6 +18,7 @@ import { logger } from "../log.js";
 import { enqueue, getQueue } from "../queues.js";
 import { assertPaidExecutionEnabled } from "./availability.js";
 import { chainDescriptor, LOCAL_CHAIN_ID } from "./chain-descriptor.js";
+import { confirmDeposit } from "./deposit-confirmation.js";
 import { isUuid } from "./ids.js";
 import { formatUsdc, MICROS_PER_USDC, parseUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
@@ -47,9 +49,55 @@ function explorerTx(hash: string): string | null {
   return config.chainId === LOCAL_CHAIN_ID ? null : `${config.chainExplorerUrl}/tx/${hash}`;
 }
 
-const AMOUNT_NULL_REASON: Record<string, string> = {
-  pending: "transaction_not_yet_seen",
-  rejected: "no_creditable_transfer",
+/** Why a pending deposit has no amount yet: the chain has not shown it, or it has not been read. */
+function amountNullReason(d: DepositRow): string {
+  if (d.status === "rejected") return "no_creditable_transfer";
+  if (d.status !== "pending") return "not_recorded";
+  return d.waiting_reason === "transaction_not_found_yet" ? "transaction_not_yet_seen" : "chain_not_read_yet";
+}
+
+/**
+ * The deposit's state in one word and one sentence, from what the chain showed at the last check:
+ * not_seen, confirming (k of n), credited (with the ledger transaction), refused (with the reason), or
+ * checking (the chain could not be read yet, or custody is closed: waiting_reason says which).
+ */
+function depositState(d: DepositRow): { state: string; message: string } {
+  const k = `${d.confirmations} of ${d.confirmations_required} confirmation(s)`;
+  switch (d.status) {
+    case "credited":
+      return {
+        state: "credited",
+        message: `Credited to your wallet with ${k} (ledger transaction ${d.ledger_transaction_id}).`,
+      };
+    case "rejected":
+      return {
+        state: "refused",
+        message: `Not credited: ${d.rejected_reason}. ${REFUSAL_HELP[d.rejected_reason ?? ""] ?? ""}`.trim(),
+      };
+    case "confirming":
+      return d.waiting_reason === "awaiting_confirmations"
+        ? {
+            state: "confirming",
+            message: `Seen on chain with ${k}; credited at ${d.confirmations_required}.`,
+          }
+        : { state: "checking", message: `Seen on chain with ${k}; waiting: ${d.waiting_reason}.` };
+    default:
+      return d.waiting_reason === "transaction_not_found_yet"
+        ? {
+            state: "not_seen",
+            message: "The chain has not shown this transaction yet; it is checked again until it appears.",
+          }
+        : { state: "checking", message: `Not read from the chain yet: ${d.waiting_reason ?? "queued"}.` };
+  }
+}
+
+const REFUSAL_HELP: Record<string, string> = {
+  transaction_not_found: "The chain never showed it in time; verify again once it is mined.",
+  transaction_reverted: "The transaction reverted; nothing moved.",
+  wrong_token: "It moved another token to the platform; only USDC at token_address is credited.",
+  wrong_recipient: "Your USDC went to another address, not to_address.",
+  sender_not_linked_wallet: "The USDC came from an address that is not your linked wallet.",
+  no_usdc_transfer_to_platform: "It holds no USDC transfer to the platform.",
 };
 
 /** A deposit as the API shows it. */
@@ -58,6 +106,7 @@ export function depositView(d: DepositRow) {
   return {
     deposit_id: d.id,
     status: d.status,
+    ...depositState(d),
     tx_hash: d.tx_hash,
     chain_id: d.chain_id,
     network: caip2(d.chain_id),
@@ -67,7 +116,7 @@ export function depositView(d: DepositRow) {
     token_address: d.token_address,
     amount_usdc: d.amount_micros === null ? null : formatUsdc(d.amount_micros),
     amount_atomic: d.amount_micros === null ? null : d.amount_micros.toString(),
-    amount_null_reason: d.amount_micros === null ? (AMOUNT_NULL_REASON[d.status] ?? "not_recorded") : null,
+    amount_null_reason: d.amount_micros === null ? amountNullReason(d) : null,
     confirmations: { seen: d.confirmations, required: d.confirmations_required },
     block_number: d.block_number === null ? null : Number(d.block_number),
     waiting_reason: d.status === "pending" || d.status === "confirming" ? d.waiting_reason : null,
@@ -155,11 +204,33 @@ export async function verifyDeposit(agentId: string, txHash: Hex, requestId: str
     platform: platformAddress()!,
     requestId,
   });
-  const { deposit } = result;
-  if (deposit.status === "pending" || deposit.status === "confirming") {
-    await queueConfirmation(deposit.id, result.created);
-  }
-  return result;
+  if (!isOpen(result.deposit)) return result;
+  // Read the chain now, so the answer says what the chain shows (not seen, k of n confirmations,
+  // credited, refused) instead of only that the claim was recorded. The same check as the worker's,
+  // safe to run beside it; whatever it cannot decide within the wait is left to the queued job.
+  const checked = await checkNow(result.deposit);
+  if (isOpen(checked)) await queueConfirmation(checked.id, result.created);
+  return { ...result, deposit: checked };
+}
+
+const isOpen = (d: DepositRow) => d.status === "pending" || d.status === "confirming";
+
+/** One bounded chain check of an open deposit; the deposit as it stands afterwards. */
+async function checkNow(deposit: DepositRow): Promise<DepositRow> {
+  const waitMs = getConfig().depositVerifyWaitMs;
+  if (waitMs === 0) return deposit;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, waitMs);
+  });
+  await Promise.race([
+    confirmDeposit(deposit.id).catch((err: unknown) => {
+      logger().warn({ err, deposit_id: deposit.id }, "deposit check at verify failed; the worker retries");
+    }),
+    timeout,
+  ]);
+  clearTimeout(timer);
+  return (await findDeposit(db(), deposit.id)) ?? deposit;
 }
 
 /** What a deposit is checked against, frozen when it is claimed. */
@@ -227,11 +298,16 @@ export async function recordDepositClaim(agentId: string, claim: DepositClaim): 
     }
     const existing = (await findDepositByTx(trx, config.chainId, hash))!;
     if (existing.agent_id !== agentId) {
-      throw new AppError("CONFLICT", "this transaction was already submitted by another agent", {
-        reason: "tx_hash_claimed_by_another_agent",
-        tx_hash: hash,
-        rule: "a transaction credits at most once, to the agent whose linked wallet sent it",
-      });
+      const credited = existing.status === "credited";
+      throw new AppError(
+        "CONFLICT",
+        `this transaction was already ${credited ? "credited to" : "submitted by"} another agent`,
+        {
+          reason: credited ? "tx_hash_already_credited" : "tx_hash_claimed_by_another_agent",
+          tx_hash: hash,
+          rule: "a transaction credits at most once, to the agent whose linked wallet sent it",
+        },
+      );
     }
     const reopened = await reopenNotFoundDeposit(trx, existing.id, deadline);
     return { deposit: reopened ?? existing, created: false };

@@ -70,6 +70,11 @@ export const Deposit = Type.Object(
   {
     deposit_id: Uuid,
     status: DepositStatus,
+    state: Type.Union(
+      ["not_seen", "confirming", "credited", "refused", "checking"].map((state) => Type.Literal(state)),
+      { description: 'what the chain showed at the last check (README "Deposits")' },
+    ),
+    message: Type.String(),
     tx_hash: TxHash,
     chain_id: Type.Integer(),
     network: Type.String(),
@@ -321,7 +326,4 @@ export const AuthorizeBody = Type.Object(
 
 export const VerifyBody = Type.Object({ tx_hash: TxHash }, { additionalProperties: false });
 
-export const VerifyResult = Type.Intersect([
-  Deposit,
-  Type.Object({ replayed: Type.Boolean(), message: Type.String() }),
-]);
+export const VerifyResult = Type.Intersect([Deposit, Type.Object({ replayed: Type.Boolean() })]);

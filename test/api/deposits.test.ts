@@ -5,6 +5,7 @@ import { getAddress } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERC20_ABI } from "../../shared/chain/client.js";
+import { TEST_TOKEN_ABI, TEST_TOKEN_BYTECODE } from "../../shared/chain/test-token-artifact.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { resetGateCache } from "../../shared/domain/availability.js";
@@ -35,6 +36,9 @@ beforeAll(async () => {
   ownDb = await useOwnDatabase("deposits");
   chain = await startLocalChain();
   platform = await usePaidChain(chain);
+  // Most tests here drive the worker's check (confirmDeposit) step by step, so verify only records the
+  // claim; "verify answers what the chain shows" turns its own chain read back on.
+  overrideConfig({ depositVerifyWaitMs: 0 });
   service = await startService({ worker: false, sweeper: false });
 });
 
@@ -192,19 +196,19 @@ describe("claims and rejections", () => {
     expect((await api("GET", "/api/wallet/deposits/nope", { key: agent.apiKey })).status).toBe(404);
   });
 
-  it("rejects a transfer to another address (no_usdc_transfer_to_platform) and credits nothing", async () => {
+  it("rejects a transfer to another address (wrong_recipient) and credits nothing", async () => {
     const { agent, wallet } = await fundedAgent();
     const elsewhere = privateKeyToAccount(generatePrivateKey()).address;
     const hash = await transfer(wallet, elsewhere, USDC(4));
     const res = await verify(agent, hash);
     expect(await confirmDeposit(res.body.deposit_id)).toEqual({
       status: "rejected",
-      reason: "no_usdc_transfer_to_platform",
+      reason: "wrong_recipient",
     });
     const view = await deposit(agent, res.body.deposit_id);
     expect(view).toMatchObject({
       status: "rejected",
-      rejected_reason: "no_usdc_transfer_to_platform",
+      rejected_reason: "wrong_recipient",
       amount_usdc: null,
     });
     expect(view.evidence).toEqual([
@@ -444,5 +448,107 @@ describe("while custody is frozen", () => {
     } finally {
       overrideConfig({ platformSignerKey: config.platformSignerKey });
     }
+  });
+});
+
+describe("verify answers what the chain shows", () => {
+  beforeAll(() => overrideConfig({ depositVerifyWaitMs: 5000 }));
+  afterAll(() => overrideConfig({ depositVerifyWaitMs: 0 }));
+
+  it("not seen: a hash the chain has not shown", async () => {
+    const { agent } = await fundedAgent();
+    const res = await verify(agent, `0x${randomBytes(32).toString("hex")}`);
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({
+      status: "pending",
+      state: "not_seen",
+      amount_usdc: null,
+      amount_null_reason: "transaction_not_yet_seen",
+      waiting_reason: "transaction_not_found_yet",
+    });
+  });
+
+  it("seen with k of n confirmations, then credited once they are there", async () => {
+    const config = getConfig();
+    overrideConfig({ chainConfirmations: 3 });
+    try {
+      const { agent, wallet } = await fundedAgent();
+      const hash = await transfer(wallet, platform.address, USDC(2));
+      const res = await verify(agent, hash);
+      expect(res.status).toBe(202);
+      expect(res.body).toMatchObject({
+        state: "confirming",
+        amount_usdc: "2.000000",
+        confirmations: { seen: 1, required: 3 },
+      });
+      expect(res.body.message).toContain("1 of 3");
+      await chain.mine(2);
+      const credited = await verify(agent, hash);
+      expect(credited.status).toBe(200);
+      expect(credited.body).toMatchObject({ state: "credited", confirmations: { seen: 3, required: 3 } });
+    } finally {
+      overrideConfig({ chainConfirmations: config.chainConfirmations });
+    }
+  });
+
+  it("credited: the ledger transaction named; again → already credited; another agent → 409", async () => {
+    const { agent, wallet } = await fundedAgent();
+    const hash = await transfer(wallet, platform.address, USDC(5));
+    const res = await verify(agent, hash);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ status: "credited", state: "credited", replayed: false });
+    const ledgerTx = await db()("ledger_transactions").where({ id: res.body.ledger_transaction_id }).first();
+    expect(ledgerTx).toMatchObject({ kind: "deposit", idempotency_key: `ledger:deposit:31337:${hash}` });
+    expect(res.body.message).toContain(res.body.ledger_transaction_id);
+    expect(await available(agent)).toBe(USDC(5));
+
+    const again = await verify(agent, hash);
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ state: "credited", replayed: true });
+    expect(again.body.message).toMatch(/^Already credited/);
+    const other = await fundedAgent();
+    const foreign = await verify(other.agent, hash);
+    expect(foreign.status).toBe(409);
+    expect(foreign.body.error.details.reason).toBe("tx_hash_already_credited");
+    expect(await available(agent)).toBe(USDC(5));
+  });
+
+  it("refused, with the reason: another token, or USDC sent to another address", async () => {
+    const { agent, wallet } = await fundedAgent();
+    // Another ERC-20 (a second TestUSDC this wallet deploys and mints), sent to the platform.
+    const client = localWalletClient(chain, wallet.account);
+    const deployed = await chain.publicClient.waitForTransactionReceipt({
+      hash: await client.deployContract({ abi: TEST_TOKEN_ABI, bytecode: TEST_TOKEN_BYTECODE }),
+    });
+    const otherToken = deployed.contractAddress!;
+    await chain.publicClient.waitForTransactionReceipt({
+      hash: await client.writeContract({
+        address: otherToken,
+        abi: TEST_TOKEN_ABI,
+        functionName: "mint",
+        args: [wallet.address, USDC(9)],
+      }),
+    });
+    const wrongToken = await chain.publicClient.waitForTransactionReceipt({
+      hash: await client.writeContract({
+        address: otherToken,
+        abi: ERC20_ABI,
+        functionName: "transfer",
+        args: [platform.address, USDC(9)],
+      }),
+    });
+    const refused = await verify(agent, wrongToken.transactionHash);
+    expect(refused.status).toBe(200);
+    expect(refused.body).toMatchObject({
+      status: "rejected",
+      state: "refused",
+      rejected_reason: "wrong_token",
+    });
+    expect(refused.body.message).toContain("wrong_token");
+
+    const elsewhere = await transfer(wallet, privateKeyToAccount(generatePrivateKey()).address, USDC(1));
+    const misdirected = await verify(agent, elsewhere);
+    expect(misdirected.body).toMatchObject({ state: "refused", rejected_reason: "wrong_recipient" });
+    expect(await available(agent)).toBe(0n);
   });
 });

@@ -64,6 +64,17 @@ describe("the gate with a live rail", () => {
     expect(res.body.marketplace_info.funding).toEqual({ status: "available", reason: null });
   });
 
+  it("a paid listing's pricing names the configured chain's CAIP-2 network, not Base's", async () => {
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.1,
+      sellerId: sellerAgent.agentId,
+    });
+    const record = await api("GET", `/api/capabilities/${listing.id}`);
+    expect(record.body.invocation_contract.pricing.network).toBe(`eip155:${getConfig().chainId}`);
+    expect(getConfig().chainId).toBe(31337);
+  });
+
   it("names the reason when the RPC is down, on the wrong chain, or there is no signer", async () => {
     const config = getConfig();
     const cases: [Partial<typeof config>, string][] = [

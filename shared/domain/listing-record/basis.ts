@@ -24,7 +24,7 @@ export const PLATFORM_MAX_LATENCY_MS = 30_000;
 /** Default of IDEMPOTENCY_RETENTION_HOURS (README "Idempotency"); callers pass the configured value. */
 export const DEFAULT_IDEMPOTENCY_RETENTION_HOURS = 24;
 
-/** CAIP-2 id of the settlement network (spec: chain id 8453). */
+/** CAIP-2 id of the spec's settlement network (chain id 8453), when the caller names none. */
 export const SETTLEMENT_NETWORK = "eip155:8453";
 
 /** settlement_rail of paid listings: x402 `exact` USDC transfers on Base (DESIGN §6). */
@@ -40,11 +40,14 @@ export type PaymentMode = "free" | "x402_usdc" | "paid_execution_unavailable";
 export interface BuildOptions {
   /** IDEMPOTENCY_RETENTION_HOURS as configured; the record states it, so it must be the real value. */
   idempotencyRetentionHours?: number;
+  /** CAIP-2 id of the configured settlement chain (CHAIN_ID): pricing.network states it. */
+  settlementNetwork?: string;
 }
 
 export interface Basis {
   facts: ListingFacts;
   idempotencyRetentionHours: number;
+  settlementNetwork: string;
   priceMicros: bigint;
   unitPriceUsdc: string;
   requiresPayment: boolean;
@@ -116,6 +119,7 @@ export function deriveBasis(facts: ListingFacts, options: BuildOptions = {}): Ba
   return {
     facts,
     idempotencyRetentionHours: options.idempotencyRetentionHours ?? DEFAULT_IDEMPOTENCY_RETENTION_HOURS,
+    settlementNetwork: options.settlementNetwork ?? SETTLEMENT_NETWORK,
     priceMicros,
     unitPriceUsdc: formatUsdc(priceMicros),
     requiresPayment,

@@ -1,6 +1,6 @@
 import { ERRORS, type ErrorSpec } from "../../errors.js";
 import type { Basis } from "./basis.js";
-import { ROUTER_MAX_ATTEMPTS, SETTLEMENT_NETWORK } from "./basis.js";
+import { ROUTER_MAX_ATTEMPTS } from "./basis.js";
 import type { Completeness, ReadinessChecks } from "./completeness.js";
 import { exampleFromSchema } from "./schema-examples.js";
 import type { Telemetry } from "./telemetry.js";
@@ -130,7 +130,7 @@ function pricing(b: Basis) {
   const { listing } = b.facts;
   return {
     currency: listing.currency,
-    ...explained("network", b.requiresPayment ? SETTLEMENT_NETWORK : null, "free_listing_no_settlement"),
+    ...explained("network", b.requiresPayment ? b.settlementNetwork : null, "free_listing_no_settlement"),
     unit: listing.pricing_model === "per_call" ? "call" : listing.pricing_model,
     model: listing.pricing_model,
     amount_usdc: b.unitPriceUsdc,
