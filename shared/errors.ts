@@ -148,6 +148,14 @@ export const ERRORS = {
     buyerAction: "link_a_wallet_with_crypto_connect",
     fallback: "generate_a_wallet_with_crypto_wallet",
   },
+  // An agent buying its own listing would inflate the counters, success rates and ranking that buyers
+  // rely on (README "Self-dealing"), so it is refused and its own listings never route to it.
+  SELF_DEALING_FORBIDDEN: {
+    status: 403,
+    retryable: false,
+    buyerAction: "choose_a_listing_of_another_seller",
+    fallback: "call_execute_match",
+  },
   NOT_FOUND: { status: 404, retryable: false, buyerAction: "check_the_identifier", fallback: "none" },
   METHOD_NOT_ALLOWED: {
     status: 405,

@@ -70,6 +70,7 @@ const RUN_ERRORS: ErrorCode[] = [
   "POLICY_BLOCKED",
   "WALLET_LIMIT_EXCEEDED",
   "PAYMENT_REQUIRED",
+  "SELF_DEALING_FORBIDDEN",
 ];
 
 /** 202: still queued or running, or held for a supervisor's approval (README "Approvals"). */
@@ -131,7 +132,7 @@ const matchRoute = defineRoute({
   responses: { 200: MatchResult },
   errors: ["UNAUTHORIZED", "SCHEMA_VALIDATION_FAILED"],
   async handle(ctx, { query }: { query: Static<typeof MatchQuery> }) {
-    return matchProviders(query.task, query.max_cost, ctx.state.auth!.policy);
+    return matchProviders(query.task, query.max_cost, ctx.state.auth!);
   },
 });
 

@@ -44,7 +44,13 @@ const matchRoute = defineRoute({
   auth: "key",
   query: SandboxMatchQuery,
   responses: { 200: SandboxQuote },
-  errors: ["UNAUTHORIZED", "SCHEMA_VALIDATION_FAILED", "LISTING_NOT_FOUND", "POLICY_BLOCKED"],
+  errors: [
+    "UNAUTHORIZED",
+    "SCHEMA_VALIDATION_FAILED",
+    "LISTING_NOT_FOUND",
+    "POLICY_BLOCKED",
+    "SELF_DEALING_FORBIDDEN",
+  ],
   async handle(ctx, { query }: { query: Static<typeof SandboxMatchQuery> }) {
     return quoteSandboxTask(ctx.state.auth!, query.task);
   },
@@ -69,6 +75,7 @@ const executeRoute = defineRoute({
     "QUOTE_NOT_USABLE",
     "LISTING_NOT_INVOCABLE",
     "POLICY_BLOCKED",
+    "SELF_DEALING_FORBIDDEN",
     "PAYMENT_REQUIRED",
     "RATE_LIMITED",
     "PROVIDER_FAILED",

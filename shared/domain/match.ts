@@ -1,6 +1,6 @@
+import type { Principal } from "./auth.js";
 import { paidGate } from "./availability.js";
 import { openCircuits } from "./circuits.js";
-import type { KeyPolicy } from "./key-policy.js";
 import { formatUsdc, parseUsdc } from "./money.js";
 import { candidateView, rankCandidates, WEIGHTS } from "./router.js";
 
@@ -10,11 +10,15 @@ const FORMULA =
 
 /**
  * GET /api/execute/match: the eligible providers for a task in the order execute would try them. With
- * the calling key's policy, listings outside its scopes are excluded with the scope as the reason.
+ * the calling key's policy, listings outside its scopes are excluded with the scope as the reason, and
+ * the caller's own listings as own_listing.
  */
-export async function matchProviders(task: string, maxCostUsdc: number | undefined, policy?: KeyPolicy) {
+export async function matchProviders(task: string, maxCostUsdc: number | undefined, principal?: Principal) {
   const maxCostMicros = maxCostUsdc === undefined ? null : parseUsdc(maxCostUsdc, "/query/max_cost");
-  const ranking = await rankCandidates(task, maxCostMicros, paidGate, openCircuits, { policy });
+  const ranking = await rankCandidates(task, maxCostMicros, paidGate, openCircuits, {
+    policy: principal?.policy,
+    buyerAgentId: principal?.agentId,
+  });
   return {
     task,
     max_cost_usdc: maxCostMicros === null ? null : formatUsdc(maxCostMicros),

@@ -38,6 +38,7 @@ export interface Candidate {
 
 export type ExclusionReason =
   | ScopeExclusion
+  | "own_listing"
   | "over_max_cost"
   | "not_approved"
   | "verification_failed"
@@ -82,7 +83,9 @@ function exclusion(
   gate: PaidGate,
   openCircuits: Set<string>,
   policy: KeyPolicy | undefined,
+  buyerAgentId: string | undefined,
 ): ExclusionReason | null {
+  if (buyerAgentId !== undefined && listing.seller_id === buyerAgentId) return "own_listing";
   if (listing.review_status !== "approved") return "not_approved";
   if (listing.verification_status === "failed") return "verification_failed";
   const scope = policy ? scopeExclusion(policy, listing) : null;
@@ -99,14 +102,15 @@ function exclusion(
  * rest with the reason they were left out. Eligible: approved, not failed, within max_cost, payable
  * under the gate, circuit not open. The sandbox ranks only tumbler_enabled listings (tumblerOnly). With
  * the calling key's policy, listings outside its scopes are excluded with the scope's reason, before
- * any charge (README "Keys, scopes and spend limits").
+ * any charge (README "Keys, scopes and spend limits"). With the buyer's agent id, its own listings are
+ * excluded as own_listing (README "Self-dealing").
  */
 export async function rankCandidates(
   task: string,
   maxCostMicros: bigint | null,
   gateSource: GateSource,
   openCircuits: (ids: string[]) => Promise<Set<string>>,
-  options: { tumblerOnly?: boolean; policy?: KeyPolicy } = {},
+  options: { tumblerOnly?: boolean; policy?: KeyPolicy; buyerAgentId?: string } = {},
 ): Promise<Ranking> {
   const listings = await findActiveByTaskAlias(db(), task, options);
   const ids = listings.map((l) => l.id);
@@ -120,7 +124,7 @@ export async function rankCandidates(
   const effective = gate ?? { enabled: false, reason: null };
   const ranking: Ranking = { eligible: [], excluded: [], gate };
   for (const listing of listings) {
-    const reason = exclusion(listing, maxCostMicros, effective, open, options.policy);
+    const reason = exclusion(listing, maxCostMicros, effective, open, options.policy, options.buyerAgentId);
     if (reason) ranking.excluded.push({ listing, reason });
     else
       ranking.eligible.push({

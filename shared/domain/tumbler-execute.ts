@@ -8,7 +8,7 @@ import { AppError } from "../errors.js";
 import type { Principal } from "./auth.js";
 import type { PaidGate } from "./availability.js";
 import { openCircuits } from "./circuits.js";
-import { awaitInvocation, enqueueExecution } from "./executions.js";
+import { awaitInvocation, enqueueExecution, selfDealing } from "./executions.js";
 import { isUuid } from "./ids.js";
 import { executeResult, pendingResult } from "./invocation-view.js";
 import { validateListingInput } from "./json-schema.js";
@@ -47,8 +47,12 @@ export async function quoteSandboxTask(principal: Principal, task: string) {
   const ranking = await rankCandidates(task, null, SANDBOX_GATE, openCircuits, {
     tumblerOnly: true,
     policy: principal.policy,
+    buyerAgentId: principal.agentId,
   });
   const chosen = ranking.eligible[0];
+  if (!chosen && ranking.excluded.length > 0 && ranking.excluded.every((e) => e.reason === "own_listing")) {
+    throw selfDealing(task);
+  }
   if (!chosen && ranking.excluded.length > 0 && ranking.excluded.every((e) => isScopeExclusion(e.reason))) {
     throw scopesExcludeTask(task, ranking.excluded);
   }
@@ -170,6 +174,7 @@ export async function executeSandboxQuote(
       new_quote: `/api/tumbler/execute/match?task=${encodeURIComponent(quote.task)}`,
     });
   }
+  if (listing.seller_id === principal.agentId) throw selfDealing(null, listing.id);
   // The quoting key may not be the executing one: the executing key's scopes decide whom its input reaches.
   const scoped = scopeExclusion(principal.policy, listing);
   if (scoped) throw scopeBlocked(listing, scoped);

@@ -416,3 +416,49 @@ describe("metering", () => {
     expect(record.public_proof_status).toBe("proven_in_use");
   });
 });
+
+describe("self-dealing", () => {
+  it("an agent's own listings never route to it, and invoking one is 403 SELF_DEALING_FORBIDDEN", async () => {
+    const task = taskName();
+    const s = await seller(ok({ served: true }));
+    const seller1 = await buildAgent();
+    const own = await buildListing({ endpointUrl: s.url, tags: [task], sellerId: seller1.agentId });
+    const other = await buildListing({ endpointUrl: s.url, tags: [task] });
+
+    const match = await api("GET", `/api/execute/match?task=${task}`, { key: seller1.apiKey });
+    expect(match.body.candidates.map((c: { listing_id: string }) => c.listing_id)).toEqual([other.id]);
+    expect(match.body.excluded).toEqual([
+      expect.objectContaining({ listing_id: own.id, reason: "own_listing" }),
+    ]);
+
+    const routed = await api("POST", "/api/execute", { key: seller1.apiKey, body: { task, input: {} } });
+    expect(routed.status).toBe(200);
+    expect(routed.body.served_listing_id).toBe(other.id);
+
+    const callsBefore = s.calls.length;
+    const invoked = await api("POST", `/api/invoke/${own.id}`, { key: seller1.apiKey, body: { input: {} } });
+    expect(invoked.status).toBe(403);
+    expect(invoked.body.error).toMatchObject({
+      code: "SELF_DEALING_FORBIDDEN",
+      retryable: false,
+      details: { listing_id: own.id, reason: "own_listing" },
+    });
+    // Only its own listing answers: refused as self-dealing, not "not found".
+    const onlyOwnTask = taskName();
+    await buildListing({ endpointUrl: s.url, tags: [onlyOwnTask], sellerId: seller1.agentId });
+    const onlyOwn = await api("POST", "/api/execute", {
+      key: seller1.apiKey,
+      body: { task: onlyOwnTask, input: {} },
+    });
+    expect(onlyOwn.status).toBe(403);
+    expect(errorCode(onlyOwn)).toBe("SELF_DEALING_FORBIDDEN");
+    expect(s.calls.length).toBe(callsBefore);
+    expect(await db()("invocations").where({ agent_id: seller1.agentId, listing_id: own.id })).toHaveLength(
+      0,
+    );
+
+    // Anyone else may buy it.
+    const bought = await api("POST", `/api/invoke/${own.id}`, { key: buyer.apiKey, body: { input: {} } });
+    expect(bought.status).toBe(200);
+  });
+});

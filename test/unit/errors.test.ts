@@ -143,6 +143,7 @@ describe("error envelope", () => {
       WALLET_CHALLENGE_INVALID: [false, "the same challenge stays invalid"],
       WALLET_SIGNATURE_INVALID: [false, "the same signature recovers the same address"],
       WALLET_NOT_LINKED: [false, "linking is a separate step"],
+      SELF_DEALING_FORBIDDEN: [false, "the listing stays the caller's own"],
       NOT_FOUND: [false, "an unknown id stays unknown"],
       METHOD_NOT_ALLOWED: [false, "the route does not gain the method"],
       REQUEST_TOO_LARGE: [false, "the same body stays too large"],
