@@ -106,6 +106,15 @@ export async function listApprovals(
  * pending → approved|denied, once: only while pending and not past its expiry. Concurrent deciders
  * queue on the row lock and re-check the condition on the committed row, so exactly one wins.
  */
+/** Ids of the approvals still pending (undecided, whatever their expiry) that a key asked for. */
+export async function pendingApprovalIdsOfKey(q: Db, agentId: string, keyId: string): Promise<string[]> {
+  const rows = await q("approvals")
+    .where({ agent_id: agentId, requested_by_key_id: keyId, status: "pending" })
+    .orderBy("created_at")
+    .select<{ id: string }[]>("id");
+  return rows.map((r) => r.id);
+}
+
 export async function decideApproval(
   q: Db,
   id: string,

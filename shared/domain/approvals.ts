@@ -11,6 +11,7 @@ import {
   findOwnedApproval,
   insertApproval,
   listApprovals,
+  pendingApprovalIdsOfKey,
   releaseInvocationToQueue,
 } from "../db/approvals.js";
 import { recordAudit } from "../db/audit.js";
@@ -202,6 +203,8 @@ async function decide(
 ) {
   requireSupervisor(principal);
   const a = await visibleApproval(principal, approvalId);
+  // Already decided (by a supervisor, or denied when its key was revoked): say so before anything else.
+  if (a.status !== "pending") throw notPending(a);
   if (decision === "approved") {
     if (a.requested_by_key_id === principal.apiKeyId)
       throw new AppError("POLICY_BLOCKED", "a key cannot approve its own purchase", {
@@ -220,37 +223,17 @@ async function decide(
       );
   }
   const decided = await retryTransient(() =>
-    db().transaction(async (trx) => {
-      const row = await decideApproval(trx, a.id, principal.agentId, {
-        status: decision,
+    db().transaction((trx) =>
+      applyDecision(trx, {
+        approvalId: a.id,
+        agentId: principal.agentId,
+        decision,
         keyId: principal.apiKeyId,
         note,
-      });
-      if (!row) return undefined;
-      const moved =
-        decision === "approved"
-          ? await releaseInvocationToQueue(trx, row.invocation_id, "executions")
-          : await releaseHeldPurchase(trx, row.invocation_id, {
-              code: "POLICY_BLOCKED",
-              message: "the purchase was denied by a supervisor",
-            });
-      if (!moved)
-        throw new Error(`approval ${row.id} was pending but its invocation was not awaiting approval`);
-      await recordAudit(trx, {
-        actorAgentId: principal.agentId,
-        action: decision === "approved" ? "approval.approved" : "approval.denied",
-        subjectType: "approval",
-        subjectId: row.id,
         requestId,
-        data: {
-          key_id: principal.apiKeyId,
-          invocation_id: row.invocation_id,
-          amount_micros: row.amount_micros,
-          note,
-        },
-      });
-      return row;
-    }),
+        failure: "the purchase was denied by a supervisor",
+      }),
+    ),
   );
   if (!decided) throw notPending(await visibleApproval(principal, approvalId));
   if (decision === "approved") {
@@ -265,6 +248,76 @@ async function decide(
     }
   }
   return approvalView(await visibleApproval(principal, approvalId));
+}
+
+interface DecisionInput {
+  approvalId: string;
+  agentId: string;
+  decision: "approved" | "denied";
+  /** The key deciding (a supervisor's, or the one revoking the requesting key). */
+  keyId: string;
+  note: string | null;
+  requestId: string;
+  /** The invocation's error message when the purchase is denied. */
+  failure: string;
+}
+
+/**
+ * Decides one pending approval inside the caller's transaction: approved → the invocation goes to the
+ * queue; denied → the purchase ends and its hold is released. Audited. Undefined when it was no longer
+ * pending (decided, or expired), so nothing changes twice.
+ */
+async function applyDecision(trx: Knex.Transaction, d: DecisionInput): Promise<ApprovalRow | undefined> {
+  const row = await decideApproval(trx, d.approvalId, d.agentId, {
+    status: d.decision,
+    keyId: d.keyId,
+    note: d.note,
+  });
+  if (!row) return undefined;
+  const moved =
+    d.decision === "approved"
+      ? await releaseInvocationToQueue(trx, row.invocation_id, "executions")
+      : await releaseHeldPurchase(trx, row.invocation_id, { code: "POLICY_BLOCKED", message: d.failure });
+  if (!moved) throw new Error(`approval ${row.id} was pending but its invocation was not awaiting approval`);
+  await recordAudit(trx, {
+    actorAgentId: d.agentId,
+    action: d.decision === "approved" ? "approval.approved" : "approval.denied",
+    subjectType: "approval",
+    subjectId: row.id,
+    requestId: d.requestId,
+    data: {
+      key_id: d.keyId,
+      invocation_id: row.invocation_id,
+      amount_micros: row.amount_micros,
+      note: d.note,
+    },
+  });
+  return row;
+}
+
+/**
+ * Denies every approval still pending under a key being revoked, inside the revoking transaction: a
+ * revoked key's purchases must not stay approvable. Each ends as a supervisor's denial would (hold
+ * released, invocation failed with POLICY_BLOCKED), audited with the revoking key as the decider.
+ */
+export async function denyPendingOfRevokedKey(
+  trx: Knex.Transaction,
+  r: { agentId: string; revokedKeyId: string; byKeyId: string; requestId: string },
+): Promise<string[]> {
+  const denied: string[] = [];
+  for (const approvalId of await pendingApprovalIdsOfKey(trx, r.agentId, r.revokedKeyId)) {
+    const row = await applyDecision(trx, {
+      approvalId,
+      agentId: r.agentId,
+      decision: "denied",
+      keyId: r.byKeyId,
+      note: "requesting_key_revoked",
+      requestId: r.requestId,
+      failure: "the purchase was denied: the key that asked for it was revoked",
+    });
+    if (row) denied.push(row.id);
+  }
+  return denied;
 }
 
 /** POST /api/approvals/{id}/approve: a supervisor key (not the requesting one) releases the call to run. */

@@ -13,6 +13,7 @@ import { db } from "../db/knex.js";
 import { AppError, validationError } from "../errors.js";
 import type { KeyCreateBody } from "../schemas/keys.js";
 import { apiKeyDisplay, generateApiKey, hashApiKey } from "./api-keys.js";
+import { denyPendingOfRevokedKey } from "./approvals.js";
 import type { Principal } from "./auth.js";
 import { isUuid } from "./ids.js";
 import { type KeyPolicy, policyFromRow, policyView, widerThan } from "./key-policy.js";
@@ -220,7 +221,8 @@ export async function rotateKey(
 
 /**
  * POST /api/keys/{id}/revoke: both secrets stop working on the next request in every process (each
- * request reads the key row). Revoking a revoked key changes nothing and answers the same.
+ * request reads the key row). Approvals still pending under the key are denied in the same transaction
+ * (holds released). Revoking a revoked key changes nothing and answers the same.
  */
 export async function revokeKey(
   principal: Principal,
@@ -232,13 +234,19 @@ export async function revokeKey(
   await db().transaction(async (trx) => {
     const row = await revokeApiKeyOnce(trx, target.id);
     if (!row) return;
+    const denied = await denyPendingOfRevokedKey(trx, {
+      agentId: principal.agentId,
+      revokedKeyId: row.id,
+      byKeyId: principal.apiKeyId,
+      requestId,
+    });
     await recordAudit(trx, {
       actorAgentId: principal.agentId,
       action: "api_key.revoked",
       subjectType: "api_key",
       subjectId: row.id,
       requestId,
-      data: { by_key_id: principal.apiKeyId, reason },
+      data: { by_key_id: principal.apiKeyId, reason, denied_approval_ids: denied },
     });
   });
   return { key: await viewOf(principal, target.id) };

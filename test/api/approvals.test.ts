@@ -316,15 +316,31 @@ describe("who may decide", () => {
     );
   });
 
-  it("a purchase asked for by a key revoked since cannot be approved (409), only denied", async () => {
+  it("revoking the requesting key denies its pending purchases at once: hold released, not approvable", async () => {
     const t = await team();
-    const { approvalId } = await heldPurchase(t);
-    await api("POST", `/api/keys/${t.worker.id}/revoke`, { key: t.buyer.apiKey, body: {} });
-    const approve = await decide(approvalId, "approve", t.supervisor.key);
-    expect([approve.status, errorCode(approve)]).toEqual([409, "CONFLICT"]);
-    const deny = await decide(approvalId, "deny", t.supervisor.key);
-    expect(deny.body.status).toBe("denied");
+    const { listing: l, approvalId, invocationId } = await heldPurchase(t);
+    const revoked = await api("POST", `/api/keys/${t.worker.id}/revoke`, { key: t.buyer.apiKey, body: {} });
+    expect(revoked.status).toBe(200);
+    const read = await api("GET", `/api/approvals/${approvalId}`, { key: t.supervisor.key });
+    expect(read.body).toMatchObject({
+      status: "denied",
+      invocation_status: "failed",
+      note: "requesting_key_revoked",
+    });
     expect(await balances(t.buyer.agentId, "USDC")).toMatchObject({ available: usdc(2), held: 0n });
+    expect(await reservation(t)).toMatchObject({ reserved_usdc: "0.000000", spent_usdc: "0.000000" });
+    const approve = await decide(approvalId, "approve", t.supervisor.key);
+    expect([approve.status, approve.body.error.details.status]).toEqual([409, "denied"]);
+    const status = await api("GET", `/api/execute/status/${invocationId}`, { key: t.supervisor.key });
+    expect(status.body).toMatchObject({ status: "failed", error: { code: "POLICY_BLOCKED" } });
+    expect(callsFor(l.id)).toBe(0);
+    const audit = await db()("audit_events").where({ subject_type: "approval", subject_id: approvalId });
+    expect(audit.map((a) => a.action)).toEqual(["approval.requested", "approval.denied"]);
+    const revokeAudit = await db()("audit_events").where({
+      action: "api_key.revoked",
+      subject_id: t.worker.id,
+    });
+    expect(revokeAudit[0].data.denied_approval_ids).toEqual([approvalId]);
   });
 
   it("lists: a supervisor sees the agent's approvals, another key only those it asked for", async () => {
