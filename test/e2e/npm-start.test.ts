@@ -127,6 +127,8 @@ async function expectCleanStop(started: Started, pids: number[]): Promise<void> 
   expect(leftover.map(commandOf), started.output()).toEqual([]);
   expect(code, started.output()).toBe(0);
   expect(afterMs).toBeLessThan(10_000);
+  // A clean stop logs no error: no ioredis "Unhandled error event", no error or fatal log line.
+  expect(started.output()).not.toMatch(/Unhandled error event|"level":(50|60)/);
 }
 
 describe("npm start stops cleanly", () => {
