@@ -48,7 +48,7 @@ export function allRoutes(): RouteDef[] {
     ...x402DiscoveryRoutes,
     ...tumblerRoutes,
     ...jwksRoutes,
-    // The local chain's info and faucet exist only under DEV_CHAIN=1 (README "DEV_CHAIN=1").
+    // The local chain's info and faucet exist only under DEV_CHAIN=1 (docs/payments.md "DEV_CHAIN=1").
     ...(getConfig().devChain ? devRoutes : []),
     ...discoveryRoutes(allRoutes),
   ];

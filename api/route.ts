@@ -70,7 +70,7 @@ export interface RouteDef {
   errors?: ErrorCode[];
   /**
    * A paid operation's payment terms, published in OpenAPI as `x-payment-info` (x402scan and MPP
-   * discovery read it; README "x402 gateway").
+   * discovery read it; docs/x402.md "x402 gateway").
    */
   paymentInfo?: Record<string, unknown>;
   handle(ctx: AppContext, input: RouteInput): Promise<unknown>;

@@ -1,4 +1,4 @@
-// A paid call from nothing, against a service started with `DEV_CHAIN=1` (README "Try a paid call
+// A paid call from nothing, against a service started with `DEV_CHAIN=1` (docs/payments.md "Try a paid call
 // locally"): register a buyer, get a wallet and test USDC, deposit it (the ERC-20 transfer included),
 // wait for the credit, start a seller endpoint on loopback, publish it as a paid listing, buy one call
 // through the router and print the receipt with its 97/3 split.

@@ -1,4 +1,4 @@
-// One row per health probe of a listing's endpoint (README "Health probes and the circuit breaker"): the
+// One row per health probe of a listing's endpoint (docs/routing.md "Health probes and the circuit breaker"): the
 // evidence behind endpoint_health, latest_health_status and the reachable/failed verdict. The index
 // serves the two per-listing reads: the latest probe, and the last N probes for consecutive failures.
 import type { Knex } from "knex";

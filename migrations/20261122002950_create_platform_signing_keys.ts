@@ -1,4 +1,4 @@
-// Calls to seller endpoints are signed with the platform's Ed25519 key (README "Calling a provider").
+// Calls to seller endpoints are signed with the platform's Ed25519 key (docs/routing.md "Calling a provider").
 // When PLATFORM_SIGNING_KEY is unset the key is generated once and kept here, so the API and every
 // worker sign with the same key and /.well-known/jwks.json can publish it. The partial unique index
 // allows one active key: concurrent first starts insert with ON CONFLICT DO NOTHING and all read the

@@ -1,4 +1,4 @@
-// The ledger's accounts (README "Ledger"): money is integer micro-units in double entry. Each agent has
+// The ledger's accounts (docs/payments.md "Ledger"): money is integer micro-units in double entry. Each agent has
 // available, held, seller payable and bonds accounts per currency; the platform has one revenue and one
 // chain clearing account per currency (owner null, unique per kind + currency through the second partial
 // index). Only chain clearing may go negative: it mirrors money outside the ledger (on chain), so

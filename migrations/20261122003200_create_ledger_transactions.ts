@@ -1,4 +1,4 @@
-// One row per ledger transaction (README "Ledger"): its entries live in ledger_entries and sum to zero.
+// One row per ledger transaction (docs/payments.md "Ledger"): its entries live in ledger_entries and sum to zero.
 // idempotency_key is unique, so a transaction posted twice with the same key is recorded once (the
 // second post returns the first). resolves_transaction_id links a capture or release to the hold it
 // settles (TigerBeetle's pending_id); its unique index lets a hold be resolved once, whichever way.

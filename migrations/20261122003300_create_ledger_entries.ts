@@ -1,4 +1,4 @@
-// The ledger's entries (README "Ledger"): one signed amount per account per transaction, with the
+// The ledger's entries (docs/payments.md "Ledger"): one signed amount per account per transaction, with the
 // account's balance before and after it (pgledger), so any balance can be audited by walking its
 // entries. (account_id, id) serves an account's history in order; transaction_id serves a transaction's
 // entries. Append-only: code never updates or deletes these rows.

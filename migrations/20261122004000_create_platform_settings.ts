@@ -1,4 +1,4 @@
-// Operator-controlled platform state that must be the same for every process (README "The paid-execution
+// Operator-controlled platform state that must be the same for every process (docs/payments.md "The paid-execution
 // gate"). One row per key. The custody row is seeded unfrozen: whether paid execution is live also needs
 // a configured chain and signer, so a fresh install without them is still read-only. Paid holds read the
 // custody row FOR SHARE inside their own transaction and a freeze takes it FOR UPDATE, so once a freeze

@@ -1,4 +1,4 @@
-// The amount held from the buyer for a paid invocation (README "Paying for calls"): the highest price
+// The amount held from the buyer for a paid invocation (docs/payments.md "Paying for calls"): the highest price
 // among its candidates, so a fallback never needs a second hold. 0 for free work. The ledger hold itself
 // is the transaction with idempotency key ledger:hold:<invocation id>; this column lets views and the
 // worker know whether there is one without reading the ledger.

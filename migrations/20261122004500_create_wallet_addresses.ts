@@ -1,4 +1,4 @@
-// Who owns an external wallet address (README "Wallet and funding"). An address belongs to the first
+// Who owns an external wallet address (docs/payments.md "Wallet and funding"). An address belongs to the first
 // agent that proves control of it (a signed challenge, or a key we generated for it) and never moves to
 // another agent: a USDC transfer from that address to the platform is then attributable to exactly one
 // agent, today and for every deposit verified later. Stored in EIP-55 checksummed form (the API

@@ -1,4 +1,4 @@
-// On-chain USDC deposits claimed with POST /api/wallet/purchase/verify (README "Deposits"). One row per
+// On-chain USDC deposits claimed with POST /api/wallet/purchase/verify (docs/payments.md "Deposits"). One row per
 // (chain, tx hash): the unique index is what makes a transaction credit at most once, whoever submits it
 // and however often. The row freezes the rule it is checked against at verify time — the agent's linked
 // address (sender), the platform address, the token and the confirmations required — and records what

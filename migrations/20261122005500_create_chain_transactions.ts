@@ -1,5 +1,5 @@
 // Every transaction the platform signs (x402 settlements, payouts), recorded BEFORE it is broadcast
-// (README "On-chain transactions"). One transaction per (purpose, subject): a retry after a crash finds
+// (docs/payments.md "On-chain transactions"). One transaction per (purpose, subject): a retry after a crash finds
 // the row and re-broadcasts the same signed bytes or reads its receipt, so nothing is ever sent twice.
 // The nonce is unique per sender, so two transactions can never share one.
 import type { Knex } from "knex";

@@ -1,4 +1,4 @@
-// A quote binds a price to one listing for a short time (README "Quotes"): the x402 gateway's challenge
+// A quote binds a price to one listing for a short time (docs/x402.md "Quotes"): the x402 gateway's challenge
 // and the sandbox's execute both pay a quote, never a bare listing, so the amount the buyer signed for is
 // the amount the listing had when quoted. A quote is paid at most once (used_at, set in the transaction
 // that accepts the payment). rail says which money it is: USDC on chain (x402) or simulated tUSDC.

@@ -1,4 +1,4 @@
-// An x402 buyer has no account here (README "x402 gateway: how an agent pays"): what identifies the
+// An x402 buyer has no account here (docs/x402.md "x402 gateway: how an agent pays"): what identifies the
 // buyer of an x402 invocation is the wallet that signed the payment. payer_address keeps it on the
 // invocation (lowercase 0x address); keyed routes leave it null.
 import type { Knex } from "knex";

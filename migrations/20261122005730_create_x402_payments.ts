@@ -1,4 +1,4 @@
-// One row per accepted x402 / MPP payment (README "x402 gateway"): the signed EIP-3009 authorization a
+// One row per accepted x402 / MPP payment (docs/x402.md "x402 gateway"): the signed EIP-3009 authorization a
 // buyer gave for one quote, kept until the settlement worker has submitted and confirmed it on chain.
 // It is inserted in the same transaction as the invocation and the quote's use, so
 //   - UNIQUE (payer, nonce): one authorization pays once, whatever retries or replays arrive;

@@ -1,4 +1,4 @@
-// The seller bond (README "Seller bond"): $1 USDC, posted from the seller's available balance into its
+// The seller bond (docs/payments.md "Seller bond"): $1 USDC, posted from the seller's available balance into its
 // bonds ledger account, lets a seller keep live listings beyond the one free slot. One row per bond;
 // posted → downgraded (part returned after 30 days of good standing) → released (the rest returned once
 // no paid listing is live), or posted → released. The partial unique index allows one open bond per

@@ -1,4 +1,4 @@
-// Seller payouts (README "Payouts"): the payouts worker batches a seller's payable USDC into one on-chain
+// Seller payouts (docs/payments.md "Payouts"): the payouts worker batches a seller's payable USDC into one on-chain
 // transfer to the wallet the seller had linked when the payout was created (to_address is frozen here).
 // pending → submitted (signed, recorded in chain_transactions and broadcast) → confirmed (the ledger moves
 // payable → chain clearing in the same transaction) | failed (reverted; nothing left the ledger, so the

@@ -1,4 +1,4 @@
-// The sandbox (README "Sandbox (tumbler)") credits simulated tUSDC from a faucet, and double entry needs
+// The sandbox (docs/x402.md "Sandbox (tumbler)") credits simulated tUSDC from a faucet, and double entry needs
 // a source for those units. sandbox_faucet is a platform account (owner null) that may go negative: it
 // mirrors units created from nothing, as chain_clearing mirrors money outside the ledger. It exists in
 // tUSDC only, so simulated units can never be minted into a USDC account.

@@ -1,5 +1,5 @@
 // A sandbox faucet credit (sandbox_faucet → an agent's available tUSDC) is its own ledger transaction
-// kind, so it can never be read as a deposit of real money (README "Sandbox (tumbler)").
+// kind, so it can never be read as a deposit of real money (docs/x402.md "Sandbox (tumbler)").
 // down: the previous check returns NOT VALID, so faucet transactions already written stay (the ledger is
 // append-only) while no new one can be posted.
 import type { Knex } from "knex";

@@ -1,4 +1,4 @@
-// The unit an invocation is paid in (README "Sandbox (tumbler)"): USDC for the router, direct invoke and
+// The unit an invocation is paid in (docs/x402.md "Sandbox (tumbler)"): USDC for the router, direct invoke and
 // x402; tUSDC, the sandbox's simulated unit, for tumbler invocations and only for them. The hold, capture,
 // release, evidence and receipt of an invocation all take their currency from this column, so sandbox
 // amounts are never shown or counted as USDC. Existing rows are USDC (the default).

@@ -1,4 +1,4 @@
-// Gasless deposits (README "Wallet and deposits"): POST /api/wallet/purchase {method: "authorization"}
+// Gasless deposits (docs/payments.md "Wallet and deposits"): POST /api/wallet/purchase {method: "authorization"}
 // stores here the exact EIP-3009 TransferWithAuthorization the depositor is asked to sign — from (the
 // linked wallet), to (the platform address), value, validAfter, validBefore and a random nonce, on one
 // chain and token — so POST /api/wallet/purchase/authorize checks the signature against the message the

@@ -7,7 +7,7 @@ export interface ErrorSpec {
   /** Whether repeating the same request unchanged may succeed: what the envelope says. */
   retryable: boolean;
   /**
-   * The spec table's value where it differs from `retryable` (README "Errors"): published in the
+   * The spec table's value where it differs from `retryable` (docs/api.md "Errors"): published in the
    * listing record's failure_modes and the OpenAPI x-error-codes beside the envelope's value.
    */
   specRetryable?: boolean;
@@ -97,7 +97,7 @@ export const ERRORS = {
     fallback: "check_status_endpoint",
     retryAfterSeconds: 1,
   },
-  // Codes the spec does not name (README "Error envelope").
+  // Codes the spec does not name (docs/api.md "Error envelope").
   TEMPORARILY_UNAVAILABLE: {
     status: 503,
     retryable: true,
@@ -149,7 +149,7 @@ export const ERRORS = {
     fallback: "generate_a_wallet_with_crypto_wallet",
   },
   // An agent buying its own listing would inflate the counters, success rates and ranking that buyers
-  // rely on (README "Self-dealing"), so it is refused and its own listings never route to it.
+  // rely on (docs/routing.md "Self-dealing"), so it is refused and its own listings never route to it.
   SELF_DEALING_FORBIDDEN: {
     status: 403,
     retryable: false,

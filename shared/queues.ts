@@ -27,7 +27,7 @@ export const QUEUES = {
     jobOptions: DEFAULT_JOB_OPTIONS,
   },
   // One probe ({listing_id}) or the fan-out that enqueues them ({sweep: true}, from the probe-sweep
-  // scheduler): exactly one of the two (README "Health probes and the circuit breaker").
+  // scheduler): exactly one of the two (docs/routing.md "Health probes and the circuit breaker").
   "health-probes": {
     payload: Type.Object(
       { listing_id: Type.Optional(id), sweep: Type.Optional(Type.Literal(true)) },
@@ -37,7 +37,7 @@ export const QUEUES = {
   },
   // A deposit to confirm and credit ({deposit_id}), with the x402 gateway an x402 settlement to submit
   // and confirm ({settlement_id}), or a submitted seller payout to confirm ({payout_id}): exactly one
-  // (README "Deposits", "Payouts").
+  // (docs/payments.md "Deposits", "Payouts").
   "settlement-confirmations": {
     payload: Type.Object(
       { deposit_id: Type.Optional(id), settlement_id: Type.Optional(id), payout_id: Type.Optional(id) },
@@ -46,7 +46,7 @@ export const QUEUES = {
     jobOptions: DEFAULT_JOB_OPTIONS,
   },
   // One payout to submit ({payout_id}) or the batch that creates them ({sweep: true}, from the
-  // payout-sweep scheduler): exactly one of the two (README "Payouts").
+  // payout-sweep scheduler): exactly one of the two (docs/payments.md "Payouts").
   payouts: {
     payload: Type.Object(
       { payout_id: Type.Optional(id), sweep: Type.Optional(Type.Literal(true)) },

@@ -10,8 +10,8 @@ import { payloadValidator } from "./payload.js";
 
 /**
  * One job of the settlement-confirmations queue: a deposit to confirm and credit ({deposit_id}), an
- * x402 payment to submit and confirm on chain ({settlement_id} = x402 payment id, README "x402 gateway"),
- * or a submitted seller payout to confirm and book ({payout_id}, README "Payouts").
+ * x402 payment to submit and confirm on chain ({settlement_id} = x402 payment id, docs/x402.md "x402 gateway"),
+ * or a submitted seller payout to confirm and book ({payout_id}, docs/payments.md "Payouts").
  * Safe to run again and twice at once for the same id.
  */
 export async function processSettlementConfirmation(

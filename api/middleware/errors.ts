@@ -3,7 +3,7 @@ import { AppError, ERRORS, type ErrorCode } from "../../shared/errors.js";
 import { logger } from "../../shared/log.js";
 import type { AppContext } from "../route.js";
 
-/** Renders an AppError as the one error envelope (README "Error envelope"). */
+/** Renders an AppError as the one error envelope (docs/api.md "Error envelope"). */
 function renderError(ctx: AppContext, error: AppError): void {
   const { spec } = error;
   ctx.status = spec.status;

@@ -2,7 +2,7 @@ import { type Static, Type } from "@sinclair/typebox";
 import { custodyStatus, setCustody } from "../../shared/domain/custody.js";
 import { defineRoute } from "../route.js";
 
-// The operator API (README "The paid-execution gate"): bearer ADMIN_API_KEY; 404 when none is set.
+// The operator API (docs/payments.md "The paid-execution gate"): bearer ADMIN_API_KEY; 404 when none is set.
 
 const CustodyChange = Type.Object(
   { reason: Type.String({ minLength: 3, maxLength: 500, description: "why; kept in the audit log" }) },

@@ -14,7 +14,7 @@ import {
 } from "../../shared/schemas/approvals.js";
 import { defineRoute } from "../route.js";
 
-// Purchases held for a supervisor's decision (README "Approvals"). Decisions need a supervisor key of
+// Purchases held for a supervisor's decision (docs/payments.md "Approvals"). Decisions need a supervisor key of
 // the same agent; another agent's approval reads as 404.
 
 const listRoute = defineRoute({

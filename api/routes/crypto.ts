@@ -10,7 +10,7 @@ import {
 } from "../../shared/schemas/wallet.js";
 import { defineRoute, Reply } from "../route.js";
 
-// Linking an external wallet and generating a self-custody one (README "Wallet and funding").
+// Linking an external wallet and generating a self-custody one (docs/payments.md "Wallet and funding").
 
 const connectRoute = defineRoute({
   method: "post",

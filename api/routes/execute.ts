@@ -73,7 +73,7 @@ const RUN_ERRORS: ErrorCode[] = [
   "SELF_DEALING_FORBIDDEN",
 ];
 
-/** 202: still queued or running, or held for a supervisor's approval (README "Approvals"). */
+/** 202: still queued or running, or held for a supervisor's approval (docs/payments.md "Approvals"). */
 const Accepted = Type.Union([ExecutePending, ExecuteAwaitingApproval]);
 
 const StatusParams = Type.Object({ invocation_id: Type.String({ maxLength: 100 }) });

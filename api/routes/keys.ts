@@ -11,7 +11,7 @@ import {
 } from "../../shared/schemas/keys.js";
 import { defineRoute, Reply } from "../route.js";
 
-// An agent's API keys: scopes, spend limits, rotation and revocation (README "Keys, scopes and spend
+// An agent's API keys: scopes, spend limits, rotation and revocation (docs/payments.md "Keys, scopes and spend
 // limits"). The secret of a new or rotated key is in the answer once and never again.
 
 const createRoute = defineRoute({

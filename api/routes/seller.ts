@@ -4,7 +4,7 @@ import { SellerStatus } from "../../shared/schemas/listings.js";
 import { StakeBody, StakeView } from "../../shared/schemas/seller-money.js";
 import { defineRoute, Reply } from "../route.js";
 
-// The seller's position (GET /api/seller/status) and the seller bond (README "Seller bond").
+// The seller's position (GET /api/seller/status) and the seller bond (docs/payments.md "Seller bond").
 
 const statusRoute = defineRoute({
   method: "get",

@@ -12,7 +12,7 @@ import {
 } from "../../shared/schemas/tumbler.js";
 import { defineRoute, Reply } from "../route.js";
 
-// The sandbox (README "Sandbox (tumbler)"): faucet, quote, execute in simulated tUSDC, and the handoff
+// The sandbox (docs/x402.md "Sandbox (tumbler)"): faucet, quote, execute in simulated tUSDC, and the handoff
 // to production. None of these routes consults the paid-execution gate: no real funds move.
 
 const joinRoute = defineRoute({

@@ -20,7 +20,7 @@ import {
 } from "../../shared/schemas/wallet.js";
 import { defineRoute, Reply } from "../route.js";
 
-// Wallet and funding (README "Wallet and funding"): the wallet read, pricing, and deposits.
+// Wallet and funding (docs/payments.md "Wallet and funding"): the wallet read, pricing, and deposits.
 
 const walletRoute = defineRoute({
   method: "get",

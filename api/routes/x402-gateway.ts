@@ -17,7 +17,7 @@ import {
 import { defineRoute, Reply } from "../route.js";
 import { x402Request } from "../x402-koa.js";
 
-// The paid routes of the x402 gateway (README "x402 gateway: how an agent pays"). No API key: the
+// The paid routes of the x402 gateway (docs/x402.md "x402 gateway: how an agent pays"). No API key: the
 // payment is the authorization. A first call answers 402 with PAYMENT-REQUIRED (x402 v2) and
 // WWW-Authenticate: Payment (MPP); the retry carries PAYMENT-SIGNATURE / X-PAYMENT-SIGNATURE / X-PAYMENT
 // or Authorization: Payment. Paid execution closed → 503 before any challenge or signature check.

@@ -18,7 +18,7 @@ import {
 import { db } from "../db/knex.js";
 import { chainSettings, platformSigner, platformWalletClient, publicClient } from "./client.js";
 
-// Sending a platform transaction exactly once (README "On-chain transactions"). A settlement or payout
+// Sending a platform transaction exactly once (docs/payments.md "On-chain transactions"). A settlement or payout
 // must never go out twice, and must survive the worker dying between signing and confirmation:
 //   1. under a per-sender lock, pick the nonce, sign, and COMMIT the signed bytes and hash — then
 //   2. broadcast. A retry finds the row for (purpose, subject) and re-broadcasts the same bytes (the

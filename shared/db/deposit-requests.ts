@@ -1,6 +1,6 @@
 import type { Db } from "./knex.js";
 
-// Gasless deposit requests (README "Wallet and deposits"): the EIP-3009 authorization the server asked
+// Gasless deposit requests (docs/payments.md "Wallet and deposits"): the EIP-3009 authorization the server asked
 // a depositor to sign, stored so the signature is checked against the server's message. A request is
 // "submitted" once durable-tx holds a transaction for it (chain_transactions, purpose + subject id).
 

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "./knex.js";
 
-// On-chain deposits (README "Deposits"). Status changes only move forward: every update of a deposit's
+// On-chain deposits (docs/payments.md "Deposits"). Status changes only move forward: every update of a deposit's
 // progress is conditional on it not being final yet, so a late or duplicate worker run cannot undo a
 // credit or a rejection.
 

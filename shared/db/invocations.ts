@@ -1,7 +1,7 @@
 import type { Db } from "./knex.js";
 import type { ListingRow } from "./listings.js";
 
-/** awaiting_approval: held for a supervisor's decision (README "Approvals"); no job exists yet. */
+/** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
 export type InvocationStatus = "awaiting_approval" | "queued" | "running" | "succeeded" | "failed";
 
 export interface InvocationError {
@@ -69,7 +69,7 @@ export type NewInvocation = Pick<InvocationRow, "id" | "listing_id" | "task" | "
   selection?: Record<string, unknown>;
 };
 
-/** An x402 invocation: no agent and no key (README "x402 gateway"), the payer's wallet instead. */
+/** An x402 invocation: no agent and no key (docs/x402.md "x402 gateway"), the payer's wallet instead. */
 export type NewX402Invocation = Omit<NewInvocation, "agent_id" | "api_key_id" | "route"> & {
   route: "x402";
   agent_id: null;

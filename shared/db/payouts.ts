@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "./knex.js";
 
-// Seller payouts (README "Payouts"): one row per on-chain transfer of a seller's payable USDC.
+// Seller payouts (docs/payments.md "Payouts"): one row per on-chain transfer of a seller's payable USDC.
 
 export type PayoutStatus = "pending" | "submitted" | "confirmed" | "failed";
 

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "./knex.js";
 
-/** Custody as the operator set it: frozen stops every new paid action (README "The paid-execution gate"). */
+/** Custody as the operator set it: frozen stops every new paid action (docs/payments.md "The paid-execution gate"). */
 export interface CustodyState {
   frozen: boolean;
   reason: string | null;

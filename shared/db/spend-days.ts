@@ -1,6 +1,6 @@
 import type { Db } from "./knex.js";
 
-// Per-key, per-UTC-day spend (README "Keys, scopes and spend limits"). Every day is the database's UTC
+// Per-key, per-UTC-day spend (docs/payments.md "Keys, scopes and spend limits"). Every day is the database's UTC
 // date, so API processes with skewed clocks agree on when a day ends.
 
 export interface SpendDayRow {

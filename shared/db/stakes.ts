@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "./knex.js";
 
-// Seller bonds (README "Seller bond") and the facts the bond's good-standing rule reads.
+// Seller bonds (docs/payments.md "Seller bond") and the facts the bond's good-standing rule reads.
 
 export type StakeStatus = "posted" | "downgraded" | "released";
 

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "./knex.js";
 
-// Linked wallets: link challenges, address ownership and the link history (README "Wallet and funding").
+// Linked wallets: link challenges, address ownership and the link history (docs/payments.md "Wallet and funding").
 // Addresses arrive here already checksummed (EIP-55).
 
 export interface ChallengeRow {

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "./knex.js";
 
-/** README "x402 gateway": authorized → settling → submitted → settled | voided | settlement_failed. */
+/** docs/x402.md "x402 gateway": authorized → settling → submitted → settled | voided | settlement_failed. */
 export type X402PaymentStatus =
   | "authorized"
   | "settling"

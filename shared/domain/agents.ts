@@ -35,7 +35,7 @@ export async function registerAgent(name: string, intent: Intent, requestId: str
       key_hash: hashApiKey(apiKey),
       prefix: display.prefix,
       last_four: display.lastFour,
-      // The registration key is unrestricted (README "Keys, scopes and spend limits").
+      // The registration key is unrestricted (docs/payments.md "Keys, scopes and spend limits").
       manage_keys: true,
       supervisor: true,
     });

@@ -29,7 +29,7 @@ import { markJobSent } from "./outbox.js";
 import { releaseForFailure } from "./paid-invocations.js";
 import { returnDailySpend } from "./spend-limits.js";
 
-// Approvals (README "Approvals"): a purchase holding more than its key's approval_above waits, with its
+// Approvals (docs/payments.md "Approvals"): a purchase holding more than its key's approval_above waits, with its
 // hold and daily reservation taken, for a supervisor key of the same agent. Approve → the invocation is
 // queued through the outbox like any other; deny or expiry → it ends failed (POLICY_BLOCKED) and the
 // hold and reservation are released with refund evidence. Each decision is a conditional update of the

@@ -4,7 +4,7 @@ import { commandRedis } from "../redis.js";
 
 /**
  * A circuit breaker per listing, kept in Redis so every API and worker process agrees
- * (README "Health probes and the circuit breaker"). CIRCUIT_FAILURE_THRESHOLD consecutive failures open
+ * (docs/routing.md "Health probes and the circuit breaker"). CIRCUIT_FAILURE_THRESHOLD consecutive failures open
  * the circuit for CIRCUIT_COOLDOWN_MS; then it is half-open and exactly one caller gets a trial call:
  * success closes it (and resets the count), failure opens it again. Each transition is one Lua script,
  * and the clock is Redis's own TIME, so processes with skewed clocks still agree on when a cooldown ends.

@@ -2,7 +2,7 @@ import { getConfig } from "../config.js";
 import { AppError } from "../errors.js";
 import { commandRedis } from "../redis.js";
 
-// A per-client, per-route request budget for keyless routes that write rows (README "Errors"): a fixed
+// A per-client, per-route request budget for keyless routes that write rows (docs/api.md "Errors"): a fixed
 // window per wall-clock minute in Redis, so every API process counts against the same budget.
 
 const COUNT = `

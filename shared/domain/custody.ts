@@ -3,7 +3,7 @@ import { db } from "../db/knex.js";
 import { type CustodyState, lockCustody, writeCustody } from "../db/platform-settings.js";
 import { availability, readGate } from "./availability.js";
 
-// The operator's custody switch (README "The paid-execution gate"): freezing stops every new paid
+// The operator's custody switch (docs/payments.md "The paid-execution gate"): freezing stops every new paid
 // action on every process at once — the gate reads it from the database on each request and paid holds
 // re-check it under a lock in their own transaction. Every request to change it is audit-logged.
 

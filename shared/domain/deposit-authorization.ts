@@ -38,7 +38,7 @@ import {
 } from "./deposits.js";
 import { formatUsdc } from "./money.js";
 
-// Gasless deposits (README "Wallet and deposits"). Instead of sending an ERC-20 transfer and paying its
+// Gasless deposits (docs/payments.md "Wallet and deposits"). Instead of sending an ERC-20 transfer and paying its
 // gas, the depositor signs an EIP-3009 TransferWithAuthorization the server chose and stored — from the
 // linked wallet to the platform address, the amount, a validity window, a random nonce — and the
 // platform submits it through durable-tx, paying the gas. The transaction is claimed as an ordinary

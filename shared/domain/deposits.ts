@@ -23,7 +23,7 @@ import { isUuid } from "./ids.js";
 import { formatUsdc, MICROS_PER_USDC, parseUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
 
-// Deposits (README "Deposits"): POST /api/wallet/purchase says exactly what to send, the buyer sends it
+// Deposits (docs/payments.md "Deposits"): POST /api/wallet/purchase says exactly what to send, the buyer sends it
 // from the linked wallet, POST /api/wallet/purchase/verify {tx_hash} records the claim and queues the
 // confirmation, and the settlement-confirmations worker credits it (shared/domain/deposit-confirmation.ts).
 // A gasless deposit (deposit-authorization.ts) is the platform's own transaction, claimed the same way.

@@ -65,7 +65,7 @@ function maxCost(usdc: number | undefined, path: string): bigint | null {
  * No eligible candidate: 503 when the gate is what stands in the way, 403 when the key's scopes are, else
  * 404 with the reasons.
  */
-/** Buying one's own listing inflates the public counters and ranking: refused (README "Self-dealing"). */
+/** Buying one's own listing inflates the public counters and ranking: refused (docs/routing.md "Self-dealing"). */
 export function selfDealing(task: string | null, listingId?: string): AppError {
   return new AppError("SELF_DEALING_FORBIDDEN", "an agent cannot buy its own listing", {
     ...(task === null ? {} : { task }),
@@ -129,7 +129,7 @@ export async function submitExecution(
       holdMicros: highestPrice(candidates.map((c) => c.listing)),
       selection: {
         strategy: "ranked_with_fallback",
-        reason: "highest score among eligible listings for the task (README: Routing)",
+        reason: "highest score among eligible listings for the task (docs/routing.md)",
         candidates: candidates.map((c, i) => candidateView(c, i + 1)),
         excluded: ranking.excluded.map((e) => ({ listing_id: e.listing.id, reason: e.reason })),
       },
@@ -238,7 +238,7 @@ function highestPrice(listings: ListingRow[]): bigint {
  * one transaction — then enqueues after commit. A key seen before replays (or 409/422) instead; short
  * funds → 402, over the daily cap → 429, and nothing is written. A purchase above the key's
  * approval_above is committed as awaiting_approval with its approval instead of an outbox row, and
- * nothing is enqueued (README "Approvals").
+ * nothing is enqueued (docs/payments.md "Approvals").
  */
 async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
   const invocationId = randomUUID();

@@ -19,7 +19,7 @@ export function probeHeaderName(): string {
 }
 
 /**
- * Probes one listing endpoint (README "Health probes and the circuit breaker"): a POST of
+ * Probes one listing endpoint (docs/routing.md "Health probes and the circuit breaker"): a POST of
  * {"probe": true} with the probe header, the same method, path and content type a real call uses, but
  * no invocation, no Idempotency-Key and nothing metered or charged. Any answer below 500 within
  * HEALTH_PROBE_TIMEOUT_MS is a success: an endpoint that rejects the probe (400, 401, 405, 429) is

@@ -20,7 +20,7 @@ import { type KeyPolicy, policyFromRow, policyView, widerThan } from "./key-poli
 import { formatUsdc, micros, parseUsdc } from "./money.js";
 import { utcDayEnd } from "./spend-limits.js";
 
-// Managing an agent's API keys (README "Keys, scopes and spend limits"). Creating keys needs a key with
+// Managing an agent's API keys (docs/payments.md "Keys, scopes and spend limits"). Creating keys needs a key with
 // manage_keys (the registration key has it), and never grants more than that key has. Any key may rotate
 // or revoke itself; another key of the agent needs manage_keys and must be no wider than the manager.
 // Another agent's key id reads as 404, like an unknown one.

@@ -2,7 +2,7 @@ import type { ApiKeyRow } from "../db/api-keys.js";
 import { AppError } from "../errors.js";
 import { formatUsdc, micros } from "./money.js";
 
-// What one API key may buy and spend (README "Keys, scopes and spend limits"). The policy travels in
+// What one API key may buy and spend (docs/payments.md "Keys, scopes and spend limits"). The policy travels in
 // the Principal, read with the key row on every request, so every route sees the key's current policy.
 
 /** In a seller allowlist or blocklist: the platform's own (first-party) listings, which have no seller. */

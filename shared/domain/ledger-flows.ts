@@ -19,7 +19,7 @@ import {
   type TransactionKind,
 } from "./ledger.js";
 
-// The named money movements of the money paths (README "Ledger"), each one call and one ledger
+// The named money movements of the money paths (docs/payments.md "Ledger"), each one call and one ledger
 // transaction. Every helper takes an optional knex transaction: given one, it joins the caller's
 // transaction (which then owns retries); without one, it runs and retries its own.
 

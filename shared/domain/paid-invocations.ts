@@ -6,11 +6,11 @@ import type { Currency } from "./ledger.js";
 import { type CaptureResult, captureHold, holdFunds, releaseHold } from "./ledger-flows.js";
 import { formatUsdc } from "./money.js";
 
-// The money side of a paid call (README "Paying for calls"): hold in the invocation's own transaction,
+// The money side of a paid call (docs/payments.md "Paying for calls"): hold in the invocation's own transaction,
 // capture the serving listing's price on success (97 % seller, 3 % platform), release on failure. Each
 // step writes its evidence row in the same transaction as its ledger movement, so the evidence and the
 // money never disagree. Every step is keyed by the invocation id and safe to repeat. The unit is the
-// invocation's currency: USDC, or tUSDC for the sandbox (README "Sandbox (tumbler)"), whose evidence
+// invocation's currency: USDC, or tUSDC for the sandbox (docs/x402.md "Sandbox (tumbler)"), whose evidence
 // sources name the tumbler rail and whose every evidence row says simulated: true.
 
 export const holdKey = (invocationId: string) => `ledger:hold:${invocationId}`;

@@ -18,7 +18,7 @@ import { PAYOUT_PURPOSE } from "./payout-submission.js";
 // transfer has CHAIN_CONFIRMATIONS blocks and its receipt shows the USDC Transfer to the frozen address,
 // ONE transaction books it: recordPayout (seller payable → chain clearing, key ledger:payout:<id>),
 // status confirmed, and confirmation + payout evidence (tx hash, block). A reverted transfer marks the
-// payout failed: nothing left the ledger, so the amount is simply payable again (loud log, README says
+// payout failed: nothing left the ledger, so the amount is simply payable again (loud log, docs/payments.md says
 // what an operator does). Every check re-reads the chain, so a reorg before booking only delays it.
 
 /** How soon to look again while confirmations accumulate. */
@@ -181,7 +181,7 @@ async function fail(
   if (!moved) return { status: "already_final", final: (await findPayout(db(), p.id))!.status };
   logger().error(
     { payout_id: p.id, seller_id: p.seller_id, amount_micros: p.amount_micros, to: p.to_address, ...chain },
-    "PAYOUT FAILED: the transfer reverted on chain; the amount is back in seller payable. Operator: read the revert on the explorer (README Payouts)",
+    "PAYOUT FAILED: the transfer reverted on chain; the amount is back in seller payable. Operator: read the revert on the explorer (docs/payments.md, Payouts)",
   );
   return { status: "failed", reason };
 }

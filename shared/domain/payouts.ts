@@ -20,7 +20,7 @@ import { accountFor, balances, retryTransient } from "./ledger.js";
 import { formatUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
 
-// Batching sellers' payable USDC into payouts (README "Payouts"). The ledger is not touched here: the
+// Batching sellers' payable USDC into payouts (docs/payments.md "Payouts"). The ledger is not touched here: the
 // open payout row is the reservation. It is created under the seller's payable-account lock — the lock
 // every capture and every payout confirmation also takes — and at most one payout per seller is open
 // (partial unique index), so a concurrent batch cannot pick the same funds, and the amount read is the

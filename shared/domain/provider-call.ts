@@ -50,7 +50,7 @@ export function messageId(invocationId: string, attemptNo: number): string {
 }
 
 /**
- * The invocation protocol (README "Calling a provider"): POST JSON {invocation_id, listing_id, attempt,
+ * The invocation protocol (docs/routing.md "Calling a provider"): POST JSON {invocation_id, listing_id, attempt,
  * input} with Idempotency-Key = invocation id, signed Standard Webhooks style with the platform key.
  * A 2xx JSON answer of {success: true, output} yields output; any other JSON value is the output
  * itself; output that breaks the listing's output_schema, success:false, non-JSON, 429/503 and other

@@ -9,7 +9,7 @@ import { formatUsdc, micros } from "./money.js";
 export const RECENT_CALLS = 100;
 
 /**
- * Ranking (README "Routing"): score = 0.40 reliability + 0.25 verification + 0.20 latency + 0.15 price,
+ * Ranking (docs/routing.md "Routing"): score = 0.40 reliability + 0.25 verification + 0.20 latency + 0.15 price,
  * each component in 0..1.
  * - reliability: (successful calls + 1) / (calls + 2) over the last RECENT_CALLS calls within 30 days
  *   (Laplace: no data → 0.5);
@@ -102,8 +102,8 @@ function exclusion(
  * rest with the reason they were left out. Eligible: approved, not failed, within max_cost, payable
  * under the gate, circuit not open. The sandbox ranks only tumbler_enabled listings (tumblerOnly). With
  * the calling key's policy, listings outside its scopes are excluded with the scope's reason, before
- * any charge (README "Keys, scopes and spend limits"). With the buyer's agent id, its own listings are
- * excluded as own_listing (README "Self-dealing").
+ * any charge (docs/payments.md "Keys, scopes and spend limits"). With the buyer's agent id, its own listings are
+ * excluded as own_listing (docs/routing.md "Self-dealing").
  */
 export async function rankCandidates(
   task: string,

@@ -5,7 +5,7 @@ import { AppError } from "../errors.js";
 import type { KeyPolicy } from "./key-policy.js";
 import { formatUsdc, micros } from "./money.js";
 
-// A key's spend limits (README "Keys, scopes and spend limits"): a per-call limit and a daily cap per
+// A key's spend limits (docs/payments.md "Keys, scopes and spend limits"): a per-call limit and a daily cap per
 // UTC day, both on what a paid call holds. Free work is never limited by price. The daily reservation is
 // taken in the transaction that takes the ledger hold and is resolved in the transaction that captures
 // or releases it: a capture counts what it charged as spent, a release gives the whole reservation back.

@@ -27,7 +27,7 @@ import { retryTransient } from "./ledger.js";
 import { postBond, releaseBond } from "./ledger-flows.js";
 import { formatUsdc } from "./money.js";
 
-// The seller bond (README "Seller bond"). Every change locks the seller's agent row first — the same
+// The seller bond (docs/payments.md "Seller bond"). Every change locks the seller's agent row first — the same
 // lock publishing takes — so a bond post, downgrade or release and a publish never interleave: two
 // concurrent posts make one bond, and a release cannot slip between a publish's check and its insert.
 

@@ -19,7 +19,7 @@ import { holdForInvocation } from "./paid-invocations.js";
 import { rankCandidates } from "./router.js";
 import { SANDBOX_NOTE } from "./tumbler.js";
 
-// Sandbox quotes and execution (README "Sandbox (tumbler)"). A quote binds one tumbler-enabled listing
+// Sandbox quotes and execution (docs/x402.md "Sandbox (tumbler)"). A quote binds one tumbler-enabled listing
 // and its price in tUSDC for TUMBLER_QUOTE_TTL_SECONDS; executing it takes the same path as a paid
 // direct invoke — invocation, quote use and tUSDC hold in one transaction, the executions worker calls
 // the seller's endpoint (safe fetch, signed request, limits), capture 97/3 or release — with tUSDC as

@@ -8,7 +8,7 @@ import { topUpFromFaucet } from "./ledger-flows.js";
 import { formatUsdc } from "./money.js";
 import { generateSelfCustodyWallet } from "./wallet.js";
 
-// The sandbox (README "Sandbox (tumbler)"): simulated tUSDC from a faucet, and the production handoff.
+// The sandbox (docs/x402.md "Sandbox (tumbler)"): simulated tUSDC from a faucet, and the production handoff.
 // Quotes and execution are in tumbler-execute.ts. tUSDC lives in its own ledger accounts (one currency
 // per account, never two in one transaction), so it can never become, pay for or be counted as USDC.
 

@@ -70,7 +70,7 @@ export async function walletView(agentId: string) {
     },
     pending_deposits: open.map(depositView),
     recent_deposits: recent.map(depositView),
-    // Seller earnings: payable, the payout in flight, and why it accrues (README "Payouts").
+    // Seller earnings: payable, the payout in flight, and why it accrues (docs/payments.md "Payouts").
     payouts,
     links: {
       pricing: "/api/wallet/pricing",

@@ -251,7 +251,7 @@ export async function wellKnownX402() {
   };
 }
 
-/** GET /.well-known/x402/service.json: our service card (README "x402 gateway" documents the shape). */
+/** GET /.well-known/x402/service.json: our service card (docs/x402.md "x402 gateway" documents the shape). */
 export async function x402ServiceCard() {
   const { rail, rail_null_reason } = railView();
   return {

@@ -36,7 +36,7 @@ import {
 } from "./x402-protocol.js";
 import { x402StatusUrl } from "./x402-views.js";
 
-// The paid routes of the x402 gateway (README "x402 gateway: how an agent pays"). Order of effects:
+// The paid routes of the x402 gateway (docs/x402.md "x402 gateway: how an agent pays"). Order of effects:
 // gate (503 before anything) → quote and listing → input against the listing's schema (400) → no
 // payment: 402 challenge → payment: decode (400), match to the quote, replay checks, facilitator verify
 // (402 with the reason) → ONE transaction: invocation (+ its outbox row), payment row, quote used,

@@ -14,7 +14,7 @@ import { logger } from "../log.js";
 import { enqueue, getQueue, getQueueEvents } from "../queues.js";
 import { markJobSent } from "./outbox.js";
 
-// An x402 payment's life around its call (README "x402 gateway"): the executions worker, in the
+// An x402 payment's life around its call (docs/x402.md "x402 gateway"): the executions worker, in the
 // transaction that records a successful call, moves the payment to `settling` and queues its settlement
 // job (outbox); in the one that records a failure, it voids it — nothing is ever submitted for work that
 // failed. The API waits a bounded time for the settlement job. Evidence rows of a payment have subject

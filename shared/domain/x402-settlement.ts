@@ -27,7 +27,7 @@ import { recordX402Settlement } from "./ledger-flows.js";
 import { paymentEvidence } from "./x402-payments.js";
 import { type PaymentRequirements, verifyPresented } from "./x402-protocol.js";
 
-// Settling an x402 payment (README "x402 gateway"). Once its call succeeded (x402-payments.ts: the
+// Settling an x402 payment (docs/x402.md "x402 gateway"). Once its call succeeded (x402-payments.ts: the
 // payment is `settling` and its job queued), the settlement-confirmations worker runs
 // processX402Settlement until the payment is final:
 //
@@ -112,7 +112,7 @@ async function failSettlement(
     return ok;
   });
   if (!moved) return { status: "already_final", final: (await findX402Payment(db(), p.id))!.status };
-  // The seller did the work and was not paid: an operator must look (README "x402 gateway", failures).
+  // The seller did the work and was not paid: an operator must look (docs/x402.md "x402 gateway", failures).
   logger().error(
     { payment_id: p.id, invocation_id: p.invocation_id, reason, payer: p.payer, ...details },
     "x402 SETTLEMENT FAILED: a completed call was not paid on chain; operator action needed",

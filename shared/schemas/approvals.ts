@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { Nullable, NullableTimestamp, Timestamp, UsdcAmount, Uuid } from "./common.js";
 
-// Purchases held for a supervisor's decision (README "Approvals").
+// Purchases held for a supervisor's decision (docs/payments.md "Approvals").
 
 const ApprovalStatus = Type.Union([
   Type.Literal("pending"),

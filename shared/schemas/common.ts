@@ -10,7 +10,7 @@ export function Nullable<T extends TSchema>(schema: T) {
   return Type.Union([schema, Type.Null()]);
 }
 
-/** The one error shape (README "Error envelope"). */
+/** The one error shape (docs/api.md "Error envelope"). */
 export const ErrorEnvelope = Type.Object(
   {
     success: Type.Literal(false),

@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { Nullable, UsdcAmount } from "./common.js";
 import { UsdcInput, WalletAddress } from "./wallet.js";
 
-// DEV_CHAIN=1 routes (README "DEV_CHAIN=1").
+// DEV_CHAIN=1 routes (docs/payments.md "DEV_CHAIN=1").
 
 const Address = Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" });
 

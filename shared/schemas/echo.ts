@@ -13,7 +13,7 @@ export const EchoInput = Type.Object(
   { additionalProperties: true },
 );
 
-/** The invocation protocol body every provider receives (README "Calling a seller"). */
+/** The invocation protocol body every provider receives (docs/routing.md "Calling a seller"). */
 export const ProviderCallBody = Type.Object({
   invocation_id: Type.Optional(Uuid),
   listing_id: Type.Optional(Uuid),

@@ -25,7 +25,7 @@ export const ExecuteBody = Type.Object(
   { additionalProperties: false },
 );
 
-/** An amount of tUSDC, the sandbox's simulated unit (README "Sandbox (tumbler)"): never money. */
+/** An amount of tUSDC, the sandbox's simulated unit (docs/x402.md "Sandbox (tumbler)"): never money. */
 export const TusdcAmount = Type.String({
   pattern: "^\\d+\\.\\d{6}$",
   description: "tUSDC (simulated sandbox units, not money), 6 decimals",
@@ -63,7 +63,7 @@ const SelectionReason = Type.Union(
 );
 
 /**
- * Who served an invocation and why (README "Routing"): the serving listing, the reason it was the one,
+ * Who served an invocation and why (docs/routing.md "Routing"): the serving listing, the reason it was the one,
  * and for routed execute calls its recorded rank, score and score components, plus the higher-ranked
  * listings passed over (their attempts are in `attempts`).
  */

@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { Nullable, NullableTimestamp, Timestamp, UsdcAmount, Uuid } from "./common.js";
 
-// API keys with scopes and spend limits (README "Keys, scopes and spend limits").
+// API keys with scopes and spend limits (docs/payments.md "Keys, scopes and spend limits").
 
 /** USDC at the edge: a number with at most 6 decimals (checked exactly when parsed). */
 const Usdc = (description: string) => Type.Number({ minimum: 0, maximum: 1_000_000, description });

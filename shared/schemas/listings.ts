@@ -76,7 +76,7 @@ function explained<S extends TSchema>(name: string, schema: S) {
 
 /**
  * The spec types these read-time flags as integer 0/1 (spec "Listing (capability)" table), so the
- * record serves them that way; `flags` carries the same facts as JSON booleans (README "Wire types").
+ * record serves them that way; `flags` carries the same facts as JSON booleans (docs/api.md "Wire types").
  */
 const ZeroOne = Type.Union([Type.Literal(0), Type.Literal(1)]);
 const FLAG_NAMES = ["hosted", "featured", "safe_to_retry", "platform_hosted", "tumbler_enabled"] as const;

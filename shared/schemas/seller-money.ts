@@ -1,8 +1,8 @@
 import { Type } from "@sinclair/typebox";
 import { Nullable, NullableTimestamp, Timestamp, UsdcAmount, Uuid } from "./common.js";
 
-// Wire schemas of the seller bond (POST/GET /api/stake, README "Seller bond") and of a seller's payouts
-// as the seller status and GET /api/wallet show them (README "Payouts").
+// Wire schemas of the seller bond (POST/GET /api/stake, docs/payments.md "Seller bond") and of a seller's payouts
+// as the seller status and GET /api/wallet show them (docs/payments.md "Payouts").
 
 const NullReason = Nullable(Type.String());
 const Address = Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" });

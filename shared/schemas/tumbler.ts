@@ -3,7 +3,7 @@ import { Nullable, Timestamp, Uuid } from "./common.js";
 import { TusdcAmount } from "./execute.js";
 import { GeneratedWallet } from "./wallet.js";
 
-// Wire schemas of the sandbox routes (README "Sandbox (tumbler)"). Every amount is tUSDC, the sandbox's
+// Wire schemas of the sandbox routes (docs/x402.md "Sandbox (tumbler)"). Every amount is tUSDC, the sandbox's
 // simulated unit, named *_tusdc, and every answer says simulated: true.
 
 const Simulated = Type.Literal(true, {

@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { Nullable, NullableTimestamp, Timestamp, UsdcAmount, Uuid } from "./common.js";
 import { PayoutSummary } from "./seller-money.js";
 
-// Wire schemas of the wallet and funding routes (README "Wallet and funding").
+// Wire schemas of the wallet and funding routes (docs/payments.md "Wallet and funding").
 
 export const WalletAddress = Type.String({
   pattern: "^0x[0-9a-fA-F]{40}$",
@@ -72,7 +72,7 @@ export const Deposit = Type.Object(
     status: DepositStatus,
     state: Type.Union(
       ["not_seen", "confirming", "credited", "refused", "checking"].map((state) => Type.Literal(state)),
-      { description: 'what the chain showed at the last check (README "Deposits")' },
+      { description: 'what the chain showed at the last check (docs/payments.md "Deposits")' },
     ),
     message: Type.String(),
     tx_hash: TxHash,

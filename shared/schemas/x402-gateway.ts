@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { Nullable, Timestamp, Uuid } from "./common.js";
 
-// Request and response shapes of the x402 gateway routes (README "x402 gateway: how an agent pays").
+// Request and response shapes of the x402 gateway routes (docs/x402.md "x402 gateway: how an agent pays").
 // Responses are open objects: the documents grow, and clients must ignore what they do not know.
 
 const Input = Type.Record(Type.String(), Type.Unknown(), {

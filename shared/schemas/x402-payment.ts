@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 
-// What a buyer sends on the paid retry (README "x402 gateway: how an agent pays"), as JSON Schema: the
+// What a buyer sends on the paid retry (docs/x402.md "x402 gateway: how an agent pays"), as JSON Schema: the
 // x402 PaymentPayload (v2 in PAYMENT-SIGNATURE / X-PAYMENT-SIGNATURE, v1 or v2 in X-PAYMENT) and the MPP
 // credential (Authorization: Payment). Only the EVM "exact" scheme with an EIP-3009 authorization is
 // accepted; anything else is malformed for this gateway (400) before any check touches the chain.

@@ -10,7 +10,7 @@ import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { startService, type TestService } from "../helpers/service.js";
 
-// The seller bond (README "Seller bond") through the HTTP API, with paid execution enabled on a local
+// The seller bond (docs/payments.md "Seller bond") through the HTTP API, with paid execution enabled on a local
 // chain. A database of its own: one test freezes custody (platform-wide).
 
 let ownDb: Awaited<ReturnType<typeof useOwnDatabase>>;

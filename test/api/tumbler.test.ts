@@ -11,7 +11,7 @@ import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { checkPlatformSignature, type Jwks } from "../helpers/seller-verify.js";
 import { startService, type TestService } from "../helpers/service.js";
 
-// The sandbox (README "Sandbox (tumbler)") on the shared test database, with a real executions worker
+// The sandbox (docs/x402.md "Sandbox (tumbler)") on the shared test database, with a real executions worker
 // and real loopback sellers. This process configures no settlement rail, so the paid-execution gate is
 // closed throughout: the sandbox must work anyway. Assertions read only this file's own agents, listings
 // and ledger transactions (other files share the platform accounts).

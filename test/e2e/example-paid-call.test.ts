@@ -10,7 +10,7 @@ import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { startService, type TestService } from "../helpers/service.js";
 
-// The README's paid-call walkthrough is examples/paid-call.mjs; this runs it, unchanged, against the
+// The README's paid-call walkthrough (and docs/payments.md's) is examples/paid-call.mjs; this runs it, unchanged, against the
 // service in DEV_CHAIN mode (dev routes on, a local chain as the rail), so the README cannot rot.
 
 let ownDb: Awaited<ReturnType<typeof useOwnDatabase>>;

@@ -1,6 +1,6 @@
 import { createPublicKey, verify } from "node:crypto";
 
-// A seller's side of request signing, written as the README tells sellers to write it (node:crypto
+// A seller's side of request signing, written as docs/routing.md tells sellers to write it (node:crypto
 // only, nothing from the platform's code), so tests check the protocol rather than our own verifier.
 
 export interface Jwks {
@@ -17,7 +17,7 @@ function header(headers: Headers, name: string): string | undefined {
 }
 
 /**
- * Checks a call the way the README's snippet does: a v1a signature over
+ * Checks a call the way the snippet in docs/routing.md does: a v1a signature over
  * `${webhook-id}.${webhook-timestamp}.${rawBody}` by a JWKS key (the one named by webhook-key-id, or
  * any), with the timestamp within 5 minutes. Null when it verifies, else why not.
  */

@@ -123,7 +123,7 @@ describe("error envelope", () => {
       LISTING_NOT_FOUND: [false, "the catalog will not change because the request is repeated"],
       UNAUTHORIZED: [
         false,
-        "the same request carries the same missing or bad key (the spec says yes: see README)",
+        "the same request carries the same missing or bad key (the spec says yes: see docs/api.md)",
       ],
       PAYMENT_REQUIRED: [true, "the same call succeeds once funded or with an x402 payment attached"],
       WALLET_LIMIT_EXCEEDED: [false, "the limit stands until a person raises it"],

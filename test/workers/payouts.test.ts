@@ -30,7 +30,7 @@ import { waitFor } from "../helpers/processes.js";
 import { startService, type TestService } from "../helpers/service.js";
 import { linkWalletDirect } from "../helpers/wallets.js";
 
-// Seller payouts on a local chain (README "Payouts"): batching above the threshold, submission through
+// Seller payouts on a local chain (docs/payments.md "Payouts"): batching above the threshold, submission through
 // durable-tx, confirmation by the settlement-confirmations worker, the ledger only on confirmation,
 // concurrency, a frozen custody switch and a reverted transfer. A database of its own: it freezes
 // custody and reads the platform's chain-clearing balance.

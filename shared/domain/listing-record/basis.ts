@@ -21,7 +21,7 @@ export const ROUTER_MAX_ATTEMPTS = 3;
  */
 export const PLATFORM_MAX_LATENCY_MS = 30_000;
 
-/** Default of IDEMPOTENCY_RETENTION_HOURS (README "Idempotency"); callers pass the configured value. */
+/** Default of IDEMPOTENCY_RETENTION_HOURS (docs/api.md "Idempotency"); callers pass the configured value. */
 export const DEFAULT_IDEMPOTENCY_RETENTION_HOURS = 24;
 
 /** CAIP-2 id of the spec's settlement network (chain id 8453), when the caller names none. */
