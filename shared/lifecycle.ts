@@ -17,6 +17,11 @@ export function onShutdown(name: string, phase: ShutdownPhase, close: () => Prom
   if (!closers.has(name)) closers.set(name, { phase, close });
 }
 
+/** True once a shutdown has begun: connection errors from then on are expected, not news. */
+export function isStopping(): boolean {
+  return stopping !== undefined;
+}
+
 /**
  * Closes everything registered, phase by phase, bounded by SHUTDOWN_GRACE_MS. A second call (another
  * signal, a failed start racing a signal) waits for the same shutdown instead of starting another.

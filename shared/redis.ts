@@ -1,5 +1,7 @@
 import { Redis, type RedisOptions } from "ioredis";
 import { getConfig } from "./config.js";
+import { isStopping } from "./lifecycle.js";
+import { logger } from "./log.js";
 
 function redisUrl(): string {
   const { redisUrl } = getConfig();
@@ -17,14 +19,32 @@ export function createRedis(role: "worker" | "producer"): Redis {
     role === "worker"
       ? { maxRetriesPerRequest: null }
       : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2000 };
-  return new Redis(redisUrl(), options);
+  return withErrorLog(new Redis(redisUrl(), options), role);
+}
+
+/**
+ * ioredis prints "Unhandled error event" for a client without an error listener, once per reconnect
+ * attempt. Every client gets one: a lost connection is logged once as a warning while running (the
+ * client reconnects by itself) and not at all during a shutdown, when Redis going away is expected.
+ */
+function withErrorLog(client: Redis, role: string): Redis {
+  let reported = false;
+  client.on("error", (err: Error) => {
+    if (isStopping() || reported) return;
+    reported = true;
+    logger().warn({ role, err: err.message }, "redis connection lost; reconnecting");
+  });
+  client.on("ready", () => {
+    reported = false;
+  });
+  return client;
 }
 
 let commands: Redis | undefined;
 
 /** One connection per process for plain commands (limits, circuit state); it queues while reconnecting. */
 export function commandRedis(): Redis {
-  if (!commands) commands = new Redis(redisUrl(), { maxRetriesPerRequest: 2 });
+  if (!commands) commands = withErrorLog(new Redis(redisUrl(), { maxRetriesPerRequest: 2 }), "commands");
   return commands;
 }
 
