@@ -67,8 +67,9 @@ async function main(): Promise<void> {
   process.once("disconnect", () => {
     shutdown("launcher gone").then(() => process.exit(0));
   });
-  const [apiPort, chainPort] = neededPorts();
-  await assertPortsFree(neededPorts());
+  const ports = neededPorts();
+  const [apiPort, chainPort] = ports;
+  await assertPortsFree(ports);
   if (!config.redisUrl) {
     const redis = await startLocalRedis(say);
     onShutdown("embedded redis", "embedded", redis.stop);

@@ -1,8 +1,8 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { authorizeDeposit, requestDeposit } from "../../shared/domain/deposit-authorization.js";
 import {
+  depositAnswer,
   depositStatus,
-  depositView,
   type VerifyResult as VerifyOutcome,
   verifyDeposit,
 } from "../../shared/domain/deposits.js";
@@ -74,21 +74,9 @@ const purchaseRoute = defineRoute({
 });
 
 /** 202 + Location while the deposit is open, 200 once it is final (verify and authorize alike). */
-function depositReply({ deposit, created }: VerifyOutcome): Reply {
-  const view = depositView(deposit);
-  const open = deposit.status === "pending" || deposit.status === "confirming";
-  return new Reply(
-    open ? 202 : 200,
-    {
-      ...view,
-      replayed: !created,
-      // A transaction credits once: verifying it again says so rather than crediting again.
-      ...(!created && deposit.status === "credited"
-        ? { message: `Already credited; a transaction credits once. ${view.message}` }
-        : {}),
-    },
-    open ? { Location: view.status_url } : {},
-  );
+function depositReply(outcome: VerifyOutcome): Reply {
+  const { open, body } = depositAnswer(outcome);
+  return new Reply(open ? 202 : 200, body, open ? { Location: body.status_url } : {});
 }
 
 const verifyRoute = defineRoute({

@@ -131,6 +131,26 @@ export function depositView(d: DepositRow) {
 }
 
 /**
+ * What verify and authorize answer: the deposit, whether this call recorded the claim (`replayed`), and
+ * whether it is still open (the route answers 202 with Location then, 200 once final). A transaction
+ * credits once, so verifying a credited one again says so.
+ */
+export function depositAnswer({ deposit, created }: VerifyResult) {
+  const view = depositView(deposit);
+  const alreadyCredited = !created && deposit.status === "credited";
+  return {
+    open: isOpen(deposit),
+    body: {
+      ...view,
+      replayed: !created,
+      ...(alreadyCredited
+        ? { message: `Already credited; a transaction credits once. ${view.message}` }
+        : {}),
+    },
+  };
+}
+
+/**
  * POST /api/wallet/purchase: the exact transfer that funds the wallet. Refused with 503 while paid
  * execution is off (before anything else), and with WALLET_NOT_LINKED until a wallet is linked.
  */

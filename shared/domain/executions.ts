@@ -29,6 +29,7 @@ import { formatUsdc, micros, parseUsdc } from "./money.js";
 import { markJobSent } from "./outbox.js";
 import { holdForInvocation } from "./paid-invocations.js";
 import { type Candidate, candidateView, type Ranking, rankCandidates } from "./router.js";
+import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
 import { assertWithinSpendLimits, reserveDailySpend, withinPerCallLimit } from "./spend-limits.js";
 
 /** The router keeps at most this many candidates per invocation (the chosen one and its fallbacks). */
@@ -65,23 +66,11 @@ function maxCost(usdc: number | undefined, path: string): bigint | null {
  * No eligible candidate: 503 when the gate is what stands in the way, 403 when the key's scopes are, else
  * 404 with the reasons.
  */
-/** Buying one's own listing inflates the public counters and ranking: refused (docs/routing.md "Self-dealing"). */
-export function selfDealing(task: string | null, listingId?: string): AppError {
-  return new AppError("SELF_DEALING_FORBIDDEN", "an agent cannot buy its own listing", {
-    ...(task === null ? {} : { task }),
-    ...(listingId ? { listing_id: listingId } : {}),
-    reason: "own_listing",
-    why: "calls to one's own listing would inflate its invocation counts, success rate and ranking",
-  });
-}
-
 function noCandidate(task: string, ranking: Ranking): AppError {
   const gate = ranking.gate;
   if (gate && !gate.enabled && ranking.excluded.some((e) => e.reason === "paid_execution_unavailable")) {
     return paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
   }
-  if (ranking.excluded.length > 0 && ranking.excluded.every((e) => e.reason === "own_listing"))
-    return selfDealing(task);
   if (ranking.excluded.some((e) => isScopeExclusion(e.reason)))
     return scopesExcludeTask(task, ranking.excluded);
   return new AppError("LISTING_NOT_FOUND", `no eligible listing answers to task "${task}"`, {
@@ -108,6 +97,7 @@ export async function submitExecution(
     buyerAgentId: principal.agentId,
   });
   const chosen = ranking.eligible[0];
+  assertNotOnlyOwnListings(req.task, ranking);
   if (!chosen) throw noCandidate(req.task, ranking);
   validateListingInput(chosen.listing, req.input);
   // A fallback dearer than the key's per-call limit could never be charged: it is not kept.
@@ -161,7 +151,7 @@ export async function submitInvoke(
   requestId: string,
 ): Promise<Submission> {
   const listing = await requireListing(listingId);
-  if (listing.seller_id === principal.agentId) throw selfDealing(null, listing.id);
+  assertNotOwnListing(principal, listing);
   const blocked = notInvocable(listing);
   if (blocked)
     throw new AppError("LISTING_NOT_INVOCABLE", `this listing cannot be invoked: ${blocked}`, {

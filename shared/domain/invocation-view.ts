@@ -17,7 +17,7 @@ import { approvalSummary } from "./approvals.js";
 import { isUuid } from "./ids.js";
 import { formatUsdc, micros } from "./money.js";
 import { amountSuffix, capturedSplit, paymentView } from "./paid-invocations.js";
-import { WEIGHTS } from "./router.js";
+import { type candidateView, WEIGHTS } from "./router.js";
 
 function links(invocationId: string, receiptId: string | null) {
   const base = getConfig().publicBaseUrl;
@@ -140,12 +140,11 @@ function selectionReason(invocation: InvocationRow): string {
     : "fallback_after_higher_ranked_candidate_failed";
 }
 
-interface RankedCandidate {
-  listing_id: string;
-  rank: number;
-  score: number;
-  score_components: Record<string, number>;
-}
+/** A candidate as execute recorded it in invocations.selection (router.ts candidateView). */
+type RankedCandidate = Pick<
+  ReturnType<typeof candidateView>,
+  "listing_id" | "rank" | "score" | "score_components"
+>;
 
 /**
  * The served listing's place in the router's ranking, as recorded when the invocation was accepted

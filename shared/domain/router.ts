@@ -77,23 +77,25 @@ export function scoreListing(
   return { score, components };
 }
 
-function exclusion(
-  listing: ListingRow,
-  maxCostMicros: bigint | null,
-  gate: PaidGate,
-  openCircuits: Set<string>,
-  policy: KeyPolicy | undefined,
-  buyerAgentId: string | undefined,
-): ExclusionReason | null {
-  if (buyerAgentId !== undefined && listing.seller_id === buyerAgentId) return "own_listing";
+/** What a ranking excludes by: the caller's cap, the gate, open circuits, the key's scopes, the buyer. */
+interface ExclusionRules {
+  maxCostMicros: bigint | null;
+  gate: PaidGate;
+  openCircuits: Set<string>;
+  policy?: KeyPolicy;
+  buyerAgentId?: string;
+}
+
+function exclusion(listing: ListingRow, rules: ExclusionRules): ExclusionReason | null {
+  if (rules.buyerAgentId !== undefined && listing.seller_id === rules.buyerAgentId) return "own_listing";
   if (listing.review_status !== "approved") return "not_approved";
   if (listing.verification_status === "failed") return "verification_failed";
-  const scope = policy ? scopeExclusion(policy, listing) : null;
+  const scope = rules.policy ? scopeExclusion(rules.policy, listing) : null;
   if (scope) return scope;
   const price = micros(listing.price_micros);
-  if (maxCostMicros !== null && price > maxCostMicros) return "over_max_cost";
-  if (price > 0n && !gate.enabled) return "paid_execution_unavailable";
-  if (openCircuits.has(listing.id)) return "circuit_open";
+  if (rules.maxCostMicros !== null && price > rules.maxCostMicros) return "over_max_cost";
+  if (price > 0n && !rules.gate.enabled) return "paid_execution_unavailable";
+  if (rules.openCircuits.has(listing.id)) return "circuit_open";
   return null;
 }
 
@@ -124,7 +126,13 @@ export async function rankCandidates(
   const effective = gate ?? { enabled: false, reason: null };
   const ranking: Ranking = { eligible: [], excluded: [], gate };
   for (const listing of listings) {
-    const reason = exclusion(listing, maxCostMicros, effective, open, options.policy, options.buyerAgentId);
+    const reason = exclusion(listing, {
+      maxCostMicros,
+      gate: effective,
+      openCircuits: open,
+      policy: options.policy,
+      buyerAgentId: options.buyerAgentId,
+    });
     if (reason) ranking.excluded.push({ listing, reason });
     else
       ranking.eligible.push({

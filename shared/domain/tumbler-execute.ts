@@ -8,7 +8,7 @@ import { AppError } from "../errors.js";
 import type { Principal } from "./auth.js";
 import type { PaidGate } from "./availability.js";
 import { openCircuits } from "./circuits.js";
-import { awaitInvocation, enqueueExecution, selfDealing } from "./executions.js";
+import { awaitInvocation, enqueueExecution } from "./executions.js";
 import { isUuid } from "./ids.js";
 import { executeResult, pendingResult } from "./invocation-view.js";
 import { validateListingInput } from "./json-schema.js";
@@ -17,6 +17,7 @@ import { retryTransient } from "./ledger.js";
 import { formatUsdc, micros } from "./money.js";
 import { holdForInvocation } from "./paid-invocations.js";
 import { rankCandidates } from "./router.js";
+import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
 import { SANDBOX_NOTE } from "./tumbler.js";
 
 // Sandbox quotes and execution (docs/x402.md "Sandbox (tumbler)"). A quote binds one tumbler-enabled listing
@@ -50,9 +51,7 @@ export async function quoteSandboxTask(principal: Principal, task: string) {
     buyerAgentId: principal.agentId,
   });
   const chosen = ranking.eligible[0];
-  if (!chosen && ranking.excluded.length > 0 && ranking.excluded.every((e) => e.reason === "own_listing")) {
-    throw selfDealing(task);
-  }
+  assertNotOnlyOwnListings(task, ranking);
   if (!chosen && ranking.excluded.length > 0 && ranking.excluded.every((e) => isScopeExclusion(e.reason))) {
     throw scopesExcludeTask(task, ranking.excluded);
   }
@@ -174,7 +173,7 @@ export async function executeSandboxQuote(
       new_quote: `/api/tumbler/execute/match?task=${encodeURIComponent(quote.task)}`,
     });
   }
-  if (listing.seller_id === principal.agentId) throw selfDealing(null, listing.id);
+  assertNotOwnListing(principal, listing);
   // The quoting key may not be the executing one: the executing key's scopes decide whom its input reaches.
   const scoped = scopeExclusion(principal.policy, listing);
   if (scoped) throw scopeBlocked(listing, scoped);

@@ -90,6 +90,16 @@ export function buildListingRecord(facts: ListingFacts, options: BuildOptions = 
   const commerce = buildCommerceContract(b);
   const invocation = buildInvocationContract(b, checks, telemetry, completeness);
   const seller = sellerSummary(facts);
+  // The spec's read-time table types these as integer 0/1 (served so below); `flags` carries them as
+  // JSON booleans. One derivation for both.
+  const flags = {
+    // The platform runs the provider (a path on the platform); there is no hosted-agent runtime.
+    hosted: b.endpointType === "platform_hosted",
+    featured: listing.featured,
+    safe_to_retry: listing.safe_to_retry,
+    platform_hosted: listing.platform_hosted,
+    tumbler_enabled: listing.tumbler_enabled,
+  };
   const buyerEvidence = buildBuyerEvidence(b, {
     providerName: seller.seller_name,
     commerce,
@@ -110,8 +120,7 @@ export function buildListingRecord(facts: ListingFacts, options: BuildOptions = 
     version: listing.version,
     input_schema: listing.input_schema,
     ...explained("output_schema", listing.output_schema, "seller_did_not_declare_output_schema"),
-    // The platform runs the provider (a path on the platform); there is no hosted-agent runtime.
-    hosted: flag(b.endpointType === "platform_hosted"),
+    hosted: flag(flags.hosted),
     runtime: listing.runtime,
     pricing_model: listing.pricing_model,
     price_per_unit: Number(b.unitPriceUsdc),
@@ -129,18 +138,11 @@ export function buildListingRecord(facts: ListingFacts, options: BuildOptions = 
     failure_count: stats.failure_count,
     ...explained("avg_latency_ms", oneDecimal(stats.avg_latency_ms), "no_successful_calls_in_30d"),
     status: listing.status,
-    featured: flag(listing.featured),
-    safe_to_retry: flag(listing.safe_to_retry),
-    platform_hosted: flag(listing.platform_hosted),
-    tumbler_enabled: flag(listing.tumbler_enabled),
-    // The same five facts as JSON booleans: the spec's table types the fields above integer 0/1.
-    flags: {
-      hosted: b.endpointType === "platform_hosted",
-      featured: listing.featured,
-      safe_to_retry: listing.safe_to_retry,
-      platform_hosted: listing.platform_hosted,
-      tumbler_enabled: listing.tumbler_enabled,
-    },
+    featured: flag(flags.featured),
+    safe_to_retry: flag(flags.safe_to_retry),
+    platform_hosted: flag(flags.platform_hosted),
+    tumbler_enabled: flag(flags.tumbler_enabled),
+    flags,
     ...reviewFields(facts),
     ...proxyFields(facts),
     created_at: listing.created_at.toISOString(),
