@@ -1,9 +1,12 @@
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import type { Worker } from "bullmq";
 import type { Address, Hash } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ERC20_ABI } from "../../shared/chain/client.js";
+import { setDevChain } from "../../shared/chain/dev-chain.js";
+import { overrideConfig } from "../../shared/config.js";
 import { getQueue } from "../../shared/queues.js";
 import { startSettlementConfirmationsWorker } from "../../workers/settlement-confirmations.js";
 import { type LocalChain, localWalletClient, startLocalChain } from "../helpers/chain.js";
@@ -16,8 +19,8 @@ import { startService, type TestService } from "../helpers/service.js";
 // The whole money path through the HTTP API only, as a newcomer would walk it on a local chain:
 // register → generate a wallet → get test USDC on chain → deposit instructions → transfer → verify →
 // the settlement-confirmations worker credits it → a seller publishes a paid listing → paid execute →
-// receipt with the 97/3 split → both wallets show the result. Own database: it asserts exact balances
-// of the platform's revenue too.
+// receipt with the 97/3 split → both wallets show the result; then the README's example script walks the
+// same path on its own. Own database: it asserts exact balances of the platform's revenue too.
 
 let ownDb: Awaited<ReturnType<typeof useOwnDatabase>>;
 let chain: LocalChain;
@@ -30,6 +33,9 @@ beforeAll(async () => {
   ownDb = await useOwnDatabase("moneyflow");
   chain = await startLocalChain();
   platformAddress = (await usePaidChain(chain)).address;
+  // DEV_CHAIN mode as `npm start` sets it up: the dev routes (chain info, faucet) the example script uses.
+  overrideConfig({ devChain: true });
+  setDevChain(chain);
   service = await startService();
   settlements = startSettlementConfirmationsWorker();
   await settlements.waitUntilReady();
@@ -39,6 +45,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  setDevChain(undefined);
   await seller?.close();
   await settlements?.close();
   await getQueue("settlement-confirmations")
@@ -144,3 +151,24 @@ it("deposit → verified credit → paid execute → receipt with split → bala
   expect(await onChain(account.address)).toBe(3_000_000n);
   expect(await onChain(platformAddress)).toBe(2_000_000n);
 });
+
+// The README's paid-call walkthrough is examples/paid-call.mjs; this runs it, unchanged, against this
+// service, so the README cannot rot. After the test above: it deposits to the platform address too.
+it("examples/paid-call.mjs reaches a paid call with a receipt, from nothing", async () => {
+  const child = spawn(process.execPath, ["examples/paid-call.mjs"], {
+    env: { ...process.env, AGENTMARKET_URL: service.baseUrl },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d) => {
+    output += d;
+  });
+  child.stderr.on("data", (d) => {
+    output += d;
+  });
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  expect(code, output).toBe(0);
+  const last = JSON.parse(output.trim().split("\n").at(-1)!);
+  expect(last).toMatchObject({ ok: true, amount_usdc: "0.250000" });
+  expect(output).toContain("seller_share_usdc");
+}, 90_000);
