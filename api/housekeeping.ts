@@ -1,6 +1,6 @@
-import { purgeExpiredIdempotencyKeys } from "../shared/domain/idempotency.js";
-import type { Housekeeping } from "../shared/domain/outbox.js";
-import { purgeStaleQuotes } from "../shared/domain/x402-challenge.js";
+import type { Housekeeping } from "../shared/outbox/index.js";
+import { purgeExpiredIdempotencyKeys } from "../shared/routing/index.js";
+import { purgeStaleQuotes } from "../shared/x402/index.js";
 
 /**
  * The clean-ups the outbox sweeper runs now and then in the web process. Composed here, at the top,

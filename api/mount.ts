@@ -1,8 +1,7 @@
 import type Router from "@koa/router";
 import type { TSchema } from "@sinclair/typebox";
 import { getConfig } from "../shared/config.js";
-import { authenticate, authenticateAdmin } from "../shared/domain/auth.js";
-import { countClientRequest } from "../shared/domain/client-limits.js";
+import { authenticate, authenticateAdmin, countClientRequest } from "../shared/identity/index.js";
 import { type AppContext, koaPath, Reply, type RouteDef } from "./route.js";
 import { compileResponseCheck, compileValidator } from "./validation.js";
 

@@ -1,7 +1,7 @@
 import type { TObject, TSchema } from "@sinclair/typebox";
 import { getConfig } from "../shared/config.js";
 import { ERRORS } from "../shared/errors.js";
-import { ErrorEnvelope } from "../shared/schemas/common.js";
+import { ErrorEnvelope } from "../shared/kernel/wire.js";
 import type { RouteDef } from "./route.js";
 
 /** TypeBox schemas carry symbol keys; a JSON round trip leaves plain JSON Schema. */

@@ -1,7 +1,7 @@
 import type { TObject, TSchema } from "@sinclair/typebox";
 import type { Context } from "koa";
-import type { Principal } from "../shared/domain/auth.js";
 import type { ErrorCode } from "../shared/errors.js";
+import type { Principal } from "../shared/identity/index.js";
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 

@@ -1,13 +1,13 @@
 import type { Server } from "node:http";
 import { getConfig } from "../shared/config.js";
 import { closeDb } from "../shared/db/knex.js";
-import { startApprovalExpiry } from "../shared/domain/approval-expiry.js";
-import { flushJobMarks, startSweeper } from "../shared/domain/outbox.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { closeSafeFetch } from "../shared/net/safe-fetch.js";
+import { flushJobMarks, startSweeper } from "../shared/outbox/index.js";
 import { closeQueues } from "../shared/queues.js";
 import { closeCommandRedis } from "../shared/redis.js";
+import { startApprovalExpiry } from "../shared/routing/index.js";
 import { createApp } from "./app.js";
 import { HOUSEKEEPING } from "./housekeeping.js";
 

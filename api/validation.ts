@@ -1,6 +1,6 @@
 import type { TSchema } from "@sinclair/typebox";
-import { createAjv, violationsOf } from "../shared/domain/json-schema.js";
 import { validationError } from "../shared/errors.js";
+import { createAjv, violationsOf } from "../shared/kernel/json-schema.js";
 
 const bodyAjv = createAjv({ useDefaults: true });
 const coercingAjv = createAjv({ useDefaults: true, coerceTypes: true });

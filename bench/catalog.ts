@@ -16,7 +16,7 @@ import { resolvePostgresServer } from "./lib.js";
 
 /**
  * `npm run bench:catalog`: the two catalog queries at scale, called in-process through the real
- * shared/db/listings.ts functions against a seeded database of its own (no service, no HTTP):
+ * shared/catalog/store/listings.ts functions against a seeded database of its own (no service, no HTTP):
  * searchListings (catalog search, search and registry lanes) and findActiveByTaskAlias (the execute
  * path's task-alias lookup). Prints latencies, throughput, row-count sanity and the plan of the
  * slowest query. A missed target is reported, not failed: this is a measurement, not a test.

@@ -1,5 +1,5 @@
 // Catalog search always filters by lane, so its text indexes are partial, one set per lane, with the
-// lane's predicate written exactly as shared/db/listings.ts laneFilter writes it (the planner must be
+// lane's predicate written exactly as shared/catalog/store/listings.ts laneFilter writes it (the planner must be
 // able to prove the match). The search lane (~a quarter of listings at scale) then reads only its own
 // rows. The whole-table text indexes from …2200 serve no query any more and are dropped.
 import type { Knex } from "knex";

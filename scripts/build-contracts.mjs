@@ -3,7 +3,7 @@
 //
 //   npm run build:contracts
 //
-// test/unit/test-token-artifact.test.ts imports compileTestToken() from here and fails when the committed
+// test/chain/test-token-artifact.test.ts imports compileTestToken() from here and fails when the committed
 // artifact is not what the source compiles to, so an edited .sol without a rebuild does not pass CI.
 
 import { execFileSync } from "node:child_process";

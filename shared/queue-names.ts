@@ -1,6 +1,6 @@
 /**
  * The six queues of the design (DESIGN §1). The queue name, the worker file and the Procfile process are
- * this same string; test/unit/procfile.test.ts keeps them in agreement.
+ * this same string; test/infra/procfile.test.ts keeps them in agreement.
  */
 export const QUEUE_NAMES = [
   "executions",

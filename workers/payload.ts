@@ -1,6 +1,6 @@
 import type { TObject } from "@sinclair/typebox";
 import { UnrecoverableError } from "bullmq";
-import { createAjv } from "../shared/domain/json-schema.js";
+import { createAjv } from "../shared/kernel/json-schema.js";
 
 const ajv = createAjv();
 

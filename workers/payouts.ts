@@ -1,9 +1,8 @@
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
-import { type PayoutSubmissionOutcome, processPayout } from "../shared/domain/payout-submission.js";
-import { processPayoutSweep } from "../shared/domain/payouts.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
+import { type PayoutSubmissionOutcome, processPayout, processPayoutSweep } from "../shared/money/index.js";
 import { closeQueues, getQueue, QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
 import { payloadValidator } from "./payload.js";

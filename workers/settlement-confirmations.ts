@@ -1,11 +1,15 @@
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
-import { confirmDeposit, type DepositOutcome } from "../shared/domain/deposit-confirmation.js";
-import { confirmPayout, type PayoutConfirmationOutcome } from "../shared/domain/payout-confirmation.js";
-import { processX402Settlement, type X402SettlementOutcome } from "../shared/domain/x402-settlement.js";
 import { logger } from "../shared/log.js";
+import {
+  confirmDeposit,
+  confirmPayout,
+  type DepositOutcome,
+  type PayoutConfirmationOutcome,
+} from "../shared/money/index.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
+import { processX402Settlement, type X402SettlementOutcome } from "../shared/x402/index.js";
 import { payloadValidator } from "./payload.js";
 
 /**

@@ -1,5 +1,5 @@
 import { type Static, Type } from "@sinclair/typebox";
-import { custodyStatus, setCustody } from "../../shared/domain/custody.js";
+import { custodyStatus, setCustody } from "../../shared/money/index.js";
 import { defineRoute } from "../route.js";
 
 // The operator API (docs/payments.md "The paid-execution gate"): bearer ADMIN_API_KEY; 404 when none is set.

@@ -1,17 +1,15 @@
 import type { Static } from "@sinclair/typebox";
 import {
-  approvePurchase,
-  denyPurchase,
-  listApprovalsFor,
-  readApproval,
-} from "../../shared/domain/approvals.js";
-import {
   ApprovalDecisionBody,
   ApprovalList,
   ApprovalParams,
   ApprovalQuery,
   ApprovalView,
-} from "../../shared/schemas/approvals.js";
+  approvePurchase,
+  denyPurchase,
+  listApprovalsFor,
+  readApproval,
+} from "../../shared/routing/index.js";
 import { defineRoute } from "../route.js";
 
 // Purchases held for a supervisor's decision (docs/payments.md "Approvals"). Decisions need a supervisor key of

@@ -1,20 +1,20 @@
 import type { Static } from "@sinclair/typebox";
 import {
-  catalogPage,
-  listingRecordById,
-  listingRecords,
-  marketDocument,
-} from "../../shared/domain/catalog.js";
-import { changeListing, publishListing, retireOwnListing } from "../../shared/domain/seller.js";
-import {
   CatalogQuery,
   ChangeListingBody,
+  catalogPage,
+  changeListing,
   ListingIdParams,
   ListingPage,
   ListingRecordSchema,
+  listingRecordById,
+  listingRecords,
   MarketDocument,
+  marketDocument,
   PublishListingBody,
-} from "../../shared/schemas/listings.js";
+  publishListing,
+  retireOwnListing,
+} from "../../shared/catalog/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 async function recordOf(listing: Parameters<typeof listingRecords>[0][number]) {

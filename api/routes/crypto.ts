@@ -1,13 +1,13 @@
 import type { Static } from "@sinclair/typebox";
 import { Type } from "@sinclair/typebox";
-import { generateSelfCustodyWallet } from "../../shared/domain/wallet.js";
-import { connectWallet } from "../../shared/domain/wallet-link.js";
 import {
   ConnectBody,
   ConnectChallenge,
   ConnectLinked,
+  connectWallet,
   GeneratedWallet,
-} from "../../shared/schemas/wallet.js";
+  generateSelfCustodyWallet,
+} from "../../shared/money/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 // Linking an external wallet and generating a self-custody one (docs/payments.md "Wallet and funding").

@@ -1,6 +1,5 @@
 import type { Static } from "@sinclair/typebox";
-import { devChainInfo, devFaucet } from "../../shared/domain/dev-faucet.js";
-import { DevChainInfo, FaucetBody, FaucetResult } from "../../shared/schemas/dev-chain.js";
+import { DevChainInfo, devChainInfo, devFaucet, FaucetBody, FaucetResult } from "../../shared/money/index.js";
 import { defineRoute } from "../route.js";
 
 // DEV_CHAIN=1 only (api/app.ts registers these only in that mode; otherwise they are 404).

@@ -1,27 +1,27 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { getConfig } from "../../shared/config.js";
-import { TERMINAL } from "../../shared/db/invocations.js";
-import { awaitingApprovalResult } from "../../shared/domain/approvals.js";
+import { type ErrorCode, validationError } from "../../shared/errors.js";
 import {
   awaitInvocation,
-  type Submission,
-  submitExecution,
-  submitInvoke,
-} from "../../shared/domain/executions.js";
-import { executeResult, invocationStatus, pendingResult } from "../../shared/domain/invocation-view.js";
-import { matchProviders } from "../../shared/domain/match.js";
-import { type ErrorCode, validationError } from "../../shared/errors.js";
-import { ExecuteAwaitingApproval } from "../../shared/schemas/approvals.js";
-import {
+  awaitingApprovalResult,
+  ExecuteAwaitingApproval,
   ExecuteBody,
   ExecutePending,
   ExecuteResult,
+  executeResult,
   IdempotencyKey,
   InvocationStatus,
   InvokeBody,
+  invocationStatus,
+  isTerminal,
   MatchQuery,
   MatchResult,
-} from "../../shared/schemas/execute.js";
+  matchProviders,
+  pendingResult,
+  type Submission,
+  submitExecution,
+  submitInvoke,
+} from "../../shared/routing/index.js";
 import { type AppContext, defineRoute, Reply } from "../route.js";
 import { compileValidator } from "../validation.js";
 
@@ -46,7 +46,7 @@ function idempotencyKey(ctx: AppContext, bodyKey: string | undefined): string | 
 async function answer(ctx: AppContext, submission: Submission) {
   if (submission.replayed) ctx.set("Idempotent-Replayed", "true");
   const invocation = await awaitInvocation(submission, getConfig().executeSyncWaitMs);
-  if (TERMINAL.includes(invocation.status)) return executeResult(invocation);
+  if (isTerminal(invocation)) return executeResult(invocation);
   if (invocation.status === "awaiting_approval") {
     const held = await awaitingApprovalResult(invocation.id);
     return new Reply(202, held, { Location: held.status_url });

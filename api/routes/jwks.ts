@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { publishedJwks } from "../../shared/domain/request-signing.js";
+import { publishedJwks } from "../../shared/routing/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 const Jwk = Type.Object({

@@ -1,6 +1,6 @@
 import type { Static } from "@sinclair/typebox";
-import { createKey, listKeys, revokeKey, rotateKey } from "../../shared/domain/key-management.js";
 import {
+  createKey,
   KeyCreateBody,
   KeyCreated,
   KeyList,
@@ -8,7 +8,11 @@ import {
   KeyResult,
   KeyRevokeBody,
   KeyRotateBody,
-} from "../../shared/schemas/keys.js";
+  listKeys,
+  revokeKey,
+  rotateKey,
+} from "../../shared/identity/index.js";
+import { denyPendingOfRevokedKey } from "../../shared/routing/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 // An agent's API keys: scopes, spend limits, rotation and revocation (docs/payments.md "Keys, scopes and spend
@@ -85,7 +89,13 @@ const revokeRoute = defineRoute({
     ctx,
     { params, body }: { params: Static<typeof KeyParams>; body: Static<typeof KeyRevokeBody> },
   ) {
-    return revokeKey(ctx.state.auth!, params.key_id, body.reason ?? null, ctx.state.requestId);
+    return revokeKey(
+      ctx.state.auth!,
+      params.key_id,
+      body.reason ?? null,
+      ctx.state.requestId,
+      denyPendingOfRevokedKey,
+    );
   },
 });
 

@@ -1,8 +1,8 @@
 import type { Static } from "@sinclair/typebox";
 import { caip2 } from "../../shared/chain/client.js";
 import { getConfig } from "../../shared/config.js";
-import { registerAgent } from "../../shared/domain/agents.js";
-import { QuickstartBody, QuickstartInfo, QuickstartResult } from "../../shared/schemas/quickstart.js";
+import { registerAgent } from "../../shared/identity/index.js";
+import { QuickstartBody, QuickstartInfo, QuickstartResult } from "../../shared/system/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 const NEXT_STEPS = [

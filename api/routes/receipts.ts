@@ -1,6 +1,5 @@
 import { type Static, Type } from "@sinclair/typebox";
-import { receiptView } from "../../shared/domain/invocation-view.js";
-import { Receipt } from "../../shared/schemas/execute.js";
+import { Receipt, receiptView } from "../../shared/routing/index.js";
 import { defineRoute } from "../route.js";
 
 const ReceiptParams = Type.Object({ receipt_id: Type.String({ maxLength: 100 }) });

@@ -1,7 +1,12 @@
-import { sellerStatus } from "../../shared/domain/seller.js";
-import { downgradeStake, postStake, releaseStake, stakeView } from "../../shared/domain/stake.js";
-import { SellerStatus } from "../../shared/schemas/listings.js";
-import { StakeBody, StakeView } from "../../shared/schemas/seller-money.js";
+import {
+  downgradeStake,
+  postStake,
+  releaseStake,
+  SellerStatus,
+  sellerStatus,
+  stakeView,
+} from "../../shared/catalog/index.js";
+import { StakeBody, StakeView } from "../../shared/money/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 // The seller's position (GET /api/seller/status) and the seller bond (docs/payments.md "Seller bond").

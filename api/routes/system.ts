@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
-import { checkHealth, marketStats } from "../../shared/domain/health.js";
 import { AppError } from "../../shared/errors.js";
-import { Timestamp } from "../../shared/schemas/common.js";
+import { Timestamp } from "../../shared/kernel/wire.js";
+import { checkHealth, marketStats } from "../../shared/system/index.js";
 import { defineRoute } from "../route.js";
 
 const Check = Type.Record(Type.String(), Type.Unknown());

@@ -1,6 +1,11 @@
 import type { Static } from "@sinclair/typebox";
-import { buildEcho, ECHO_DEFAULT_MESSAGE } from "../../shared/domain/echo.js";
-import { EchoQuery, EchoResult, ProviderCallBody } from "../../shared/schemas/echo.js";
+import {
+  buildEcho,
+  ECHO_DEFAULT_MESSAGE,
+  EchoQuery,
+  EchoResult,
+  ProviderCallBody,
+} from "../../shared/tools/index.js";
 import { defineRoute } from "../route.js";
 
 const echoCheckRoute = defineRoute({

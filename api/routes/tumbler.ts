@@ -1,15 +1,17 @@
 import type { Static } from "@sinclair/typebox";
-import { joinTumbler, transitionToProduction } from "../../shared/domain/tumbler.js";
-import { executeSandboxQuote, quoteSandboxTask } from "../../shared/domain/tumbler-execute.js";
-import { ExecutePending, ExecuteResult } from "../../shared/schemas/execute.js";
+import { ExecutePending, ExecuteResult } from "../../shared/routing/index.js";
 import {
+  executeSandboxQuote,
   JoinResult,
+  joinTumbler,
+  quoteSandboxTask,
   SandboxExecuteBody,
   SandboxMatchQuery,
   SandboxQuote,
   TransitionBody,
   TransitionResult,
-} from "../../shared/schemas/tumbler.js";
+  transitionToProduction,
+} from "../../shared/sandbox/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 // The sandbox (docs/x402.md "Sandbox (tumbler)"): faucet, quote, execute in simulated tUSDC, and the handoff

@@ -1,23 +1,22 @@
 import { type Static, Type } from "@sinclair/typebox";
-import { authorizeDeposit, requestDeposit } from "../../shared/domain/deposit-authorization.js";
-import {
-  depositAnswer,
-  depositStatus,
-  type VerifyResult as VerifyOutcome,
-  verifyDeposit,
-} from "../../shared/domain/deposits.js";
-import { walletPricing } from "../../shared/domain/pricing.js";
-import { walletView } from "../../shared/domain/wallet.js";
+import { walletPricing } from "../../shared/catalog/index.js";
 import {
   AuthorizeBody,
+  authorizeDeposit,
   DepositWithEvidence,
+  depositAnswer,
+  depositStatus,
   Pricing,
   PurchaseBody,
   PurchaseInstructions,
+  requestDeposit,
   VerifyBody,
+  type DepositVerification as VerifyOutcome,
   VerifyResult,
+  verifyDeposit,
   WalletView,
-} from "../../shared/schemas/wallet.js";
+  walletView,
+} from "../../shared/money/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 // Wallet and funding (docs/payments.md "Wallet and funding"): the wallet read, pricing, and deposits.

@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { Uuid } from "../../shared/schemas/common.js";
+import { Uuid } from "../../shared/kernel/wire.js";
 import { defineRoute } from "../route.js";
 
 const FLOWER = ["   _", " _(_)_", "(_)@(_)", "  (_)\\", "     |"].join("\n");

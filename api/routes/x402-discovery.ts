@@ -1,20 +1,11 @@
 import type { Static } from "@sinclair/typebox";
-import {
-  wellKnownX402,
-  x402Discover,
-  x402ListingDetail,
-  x402ListingDiscover,
-  x402Listings,
-  x402Marketplace,
-  x402ServiceCard,
-  x402TestEcho,
-} from "../../shared/domain/x402-catalog.js";
 import { AppError } from "../../shared/errors.js";
-import { EchoResult } from "../../shared/schemas/echo.js";
+import { EchoResult } from "../../shared/tools/index.js";
 import {
   ListingParams,
   PageQuery,
   WellKnownX402,
+  wellKnownX402,
   X402Discovery,
   X402EchoQuery,
   X402ListingDetail,
@@ -22,7 +13,14 @@ import {
   X402Listings,
   X402Marketplace,
   X402ServiceCard,
-} from "../../shared/schemas/x402-gateway.js";
+  x402Discover,
+  x402ListingDetail,
+  x402ListingDiscover,
+  x402Listings,
+  x402Marketplace,
+  x402ServiceCard,
+  x402TestEcho,
+} from "../../shared/x402/index.js";
 import { defineRoute, Reply } from "../route.js";
 
 // The read side of the x402 gateway: overview, catalog, discovery documents and listing details. No key,

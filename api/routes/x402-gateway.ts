@@ -1,10 +1,9 @@
 import type { Static } from "@sinclair/typebox";
-import { x402Match } from "../../shared/domain/x402-catalog.js";
-import { executeQuote, invokeListing } from "../../shared/domain/x402-gateway.js";
-import { x402Status } from "../../shared/domain/x402-views.js";
 import type { ErrorCode } from "../../shared/errors.js";
 import {
+  executeQuote,
   InvocationParams,
+  invokeListing,
   ListingParams,
   X402ExecuteBody,
   X402InvokeBody,
@@ -13,7 +12,9 @@ import {
   X402PaidResult,
   X402Pending,
   X402StatusResult,
-} from "../../shared/schemas/x402-gateway.js";
+  x402Match,
+  x402Status,
+} from "../../shared/x402/index.js";
 import { defineRoute, Reply } from "../route.js";
 import { x402Request } from "../x402-koa.js";
 

@@ -1,5 +1,4 @@
-import { paymentNetworkRecord } from "../../shared/domain/x402-info.js";
-import { PaymentNetworkRecord } from "../../shared/schemas/x402.js";
+import { PaymentNetworkRecord, paymentNetworkRecord } from "../../shared/x402/index.js";
 import { defineRoute, Reply, type RouteDef } from "../route.js";
 
 // The payment network record (spec "Payment network record"). It reports each gateway endpoint as served

@@ -1,10 +1,10 @@
 import type { Knex } from "knex";
 import {
-  type CatalogQuery,
   findActiveByTaskAlias,
   type Lane,
+  type ListingSearch,
   searchListings,
-} from "../../shared/db/listings.js";
+} from "../../shared/catalog/index.js";
 import { percentile } from "../lib.js";
 import { between, pick, rng, shuffled } from "./random.js";
 import { loud } from "./settings.js";
@@ -126,7 +126,7 @@ export function searchScenario(queries: readonly string[], lane: Lane, limit: nu
     name: `search lane=${lane} limit=${limit}`,
     queries,
     async call(knex, search) {
-      const query: CatalogQuery = { search, lane, limit, offset: 0, featuredPerSeller: 3 };
+      const query: ListingSearch = { search, lane, limit, offset: 0, featuredPerSeller: 3 };
       const { rows, total } = await searchListings(knex, query);
       return { rows: rows.length, total };
     },

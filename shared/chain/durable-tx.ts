@@ -6,6 +6,8 @@ import {
   keccak256,
   type TransactionReceipt,
 } from "viem";
+import { db } from "../db/knex.js";
+import { chainSettings, platformSigner, platformWalletClient, publicClient } from "./client.js";
 import {
   type ChainTxRow,
   findChainTx,
@@ -14,9 +16,7 @@ import {
   lockSender,
   markChainTx,
   unsentBefore,
-} from "../db/chain-transactions.js";
-import { db } from "../db/knex.js";
-import { chainSettings, platformSigner, platformWalletClient, publicClient } from "./client.js";
+} from "./transactions-store.js";
 
 // Sending a platform transaction exactly once (docs/payments.md "On-chain transactions"). A settlement or payout
 // must never go out twice, and must survive the worker dying between signing and confirmation:

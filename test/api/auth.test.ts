@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findApiKeyByHash, revokeApiKey } from "../../shared/db/api-keys.js";
 import { db } from "../../shared/db/knex.js";
-import { generateApiKey, hashApiKey } from "../../shared/domain/api-keys.js";
 import { ERRORS } from "../../shared/errors.js";
+import { generateApiKey, hashApiKey } from "../../shared/identity/api-keys.js";
+import { findApiKeyByHash, revokeApiKey } from "../../shared/identity/store/api-keys.js";
 import { buildAgent, type TestAgent } from "../helpers/factories.js";
 import { type ApiResponse, api } from "../helpers/http.js";
 import { startService, type TestService } from "../helpers/service.js";

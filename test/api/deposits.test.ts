@@ -8,9 +8,9 @@ import { ERC20_ABI } from "../../shared/chain/client.js";
 import { TEST_TOKEN_ABI, TEST_TOKEN_BYTECODE } from "../../shared/chain/test-token-artifact.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
-import { resetGateCache } from "../../shared/domain/availability.js";
-import { confirmDeposit } from "../../shared/domain/deposit-confirmation.js";
-import { balances } from "../../shared/domain/ledger.js";
+import { confirmDeposit } from "../../shared/money/deposits/confirmation.js";
+import { resetGateCache } from "../../shared/money/gate/availability.js";
+import { balances } from "../../shared/money/ledger/ledger.js";
 import { getQueue } from "../../shared/queues.js";
 import {
   processSettlementConfirmation,

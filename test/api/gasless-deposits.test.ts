@@ -10,15 +10,15 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERC20_ABI } from "../../shared/chain/client.js";
 import { db } from "../../shared/db/knex.js";
-import { resetGateCache } from "../../shared/domain/availability.js";
 import {
   AUTHORIZATION_TTL_SECONDS,
   authorizeDeposit,
   DEPOSIT_AUTHORIZATION_PURPOSE,
   MAX_OPEN_DEPOSIT_REQUESTS,
-} from "../../shared/domain/deposit-authorization.js";
-import { confirmDeposit } from "../../shared/domain/deposit-confirmation.js";
-import { balances } from "../../shared/domain/ledger.js";
+} from "../../shared/money/deposits/authorization.js";
+import { confirmDeposit } from "../../shared/money/deposits/confirmation.js";
+import { resetGateCache } from "../../shared/money/gate/availability.js";
+import { balances } from "../../shared/money/ledger/ledger.js";
 import { getQueue } from "../../shared/queues.js";
 import { startSettlementConfirmationsWorker } from "../../workers/settlement-confirmations.js";
 import {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkHealth } from "../../shared/domain/health.js";
 import { ERRORS } from "../../shared/errors.js";
+import { checkHealth } from "../../shared/system/health.js";
 import { api } from "../helpers/http.js";
 import { startService, type TestService } from "../helpers/service.js";
 

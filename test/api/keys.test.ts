@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { db } from "../../shared/db/knex.js";
-import { hashApiKey } from "../../shared/domain/api-keys.js";
+import { hashApiKey } from "../../shared/identity/api-keys.js";
 import { freePort } from "../../shared/infra/free-port.js";
 import { buildAgent, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";

@@ -2,7 +2,7 @@ import { createPrivateKey, createPublicKey, randomBytes, sign, verify } from "no
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
-import { hashApiKey, isWellFormedApiKey } from "../../shared/domain/api-keys.js";
+import { hashApiKey, isWellFormedApiKey } from "../../shared/identity/api-keys.js";
 import { api, errorCode } from "../helpers/http.js";
 import { startService, type TestService } from "../helpers/service.js";
 

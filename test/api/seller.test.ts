@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listListingChanges } from "../../shared/catalog/store/listings.js";
 import { db } from "../../shared/db/knex.js";
-import { listListingChanges } from "../../shared/db/listings.js";
 import { buildAgent, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
 import { startService, type TestService } from "../helpers/service.js";

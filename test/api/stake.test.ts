@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { db } from "../../shared/db/knex.js";
-import { balances } from "../../shared/domain/ledger.js";
+import { balances } from "../../shared/money/ledger/ledger.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, insertInvocation, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";

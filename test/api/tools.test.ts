@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ECHO_DEFAULT_MESSAGE } from "../../shared/domain/echo.js";
+import { ECHO_DEFAULT_MESSAGE } from "../../shared/tools/echo.js";
 import { api, errorCode } from "../helpers/http.js";
 import { startService, type TestService } from "../helpers/service.js";
 

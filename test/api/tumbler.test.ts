@@ -1,10 +1,10 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ListingRow } from "../../shared/catalog/store/listings.js";
 import { getConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
-import type { ListingRow } from "../../shared/db/listings.js";
-import { accountFor, balances } from "../../shared/domain/ledger.js";
-import { faucetKey, joinTumbler } from "../../shared/domain/tumbler.js";
+import { accountFor, balances } from "../../shared/money/ledger/ledger.js";
+import { faucetKey, joinTumbler } from "../../shared/sandbox/tumbler.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";

@@ -1,8 +1,8 @@
 import { getAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getConfig, overrideConfig } from "../../shared/config.js";
-import { resetGateCache } from "../../shared/domain/availability.js";
-import { publicRpcUrl } from "../../shared/domain/chain-descriptor.js";
+import { publicRpcUrl } from "../../shared/money/chain-descriptor.js";
+import { resetGateCache } from "../../shared/money/gate/availability.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { api } from "../helpers/http.js";
 import { usePaidChain } from "../helpers/paid-chain.js";

@@ -3,7 +3,7 @@ import type { Worker } from "bullmq";
 import { getAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { db } from "../../shared/db/knex.js";
-import { setCustody } from "../../shared/domain/custody.js";
+import { setCustody } from "../../shared/money/gate/custody.js";
 import { getQueue } from "../../shared/queues.js";
 import { startSettlementConfirmationsWorker } from "../../workers/settlement-confirmations.js";
 import {

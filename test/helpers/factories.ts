@@ -1,9 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { type InvocationRow, invocationColumns, type NewInvocation } from "../../shared/db/invocations.js";
+import { type ListingRow, listingColumns } from "../../shared/catalog/store/listings.js";
 import { type Db, db } from "../../shared/db/knex.js";
-import { type ListingRow, listingColumns } from "../../shared/db/listings.js";
-import { type Intent, registerAgent } from "../../shared/domain/agents.js";
-import { parseUsdc } from "../../shared/domain/money.js";
+import { type Intent, registerAgent } from "../../shared/identity/agents.js";
+import { parseUsdc } from "../../shared/kernel/money.js";
+import {
+  type InvocationRow,
+  invocationColumns,
+  type NewInvocation,
+} from "../../shared/routing/store/invocations.js";
 
 export interface TestAgent {
   agentId: string;

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { db } from "../../shared/db/knex.js";
-import { creditDeposit } from "../../shared/domain/ledger-flows.js";
-import { parseUsdc } from "../../shared/domain/money.js";
+import { parseUsdc } from "../../shared/kernel/money.js";
+import { creditDeposit } from "../../shared/money/ledger/flows.js";
 import { buildAgent, type TestAgent } from "./factories.js";
 
 /** USDC (a number) in micro-USDC. */

@@ -1,7 +1,7 @@
 import { getAddress, type Hex, type PrivateKeyAccount, parseEther } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { overrideConfig } from "../../shared/config.js";
-import { resetGateCache } from "../../shared/domain/availability.js";
+import { resetGateCache } from "../../shared/money/gate/availability.js";
 import type { LocalChain } from "./chain.js";
 
 export interface PaidChainOptions {

@@ -1,7 +1,7 @@
 import type { ValidateFunction } from "ajv";
 import { allRoutes } from "../../api/app.js";
 import { buildOpenApi } from "../../api/openapi.js";
-import { createAjv, violationsOf } from "../../shared/domain/json-schema.js";
+import { createAjv, violationsOf } from "../../shared/kernel/json-schema.js";
 
 // Every answer the API tests receive from our API is checked against the OpenAPI document the service
 // publishes (generated from the same route declarations): its status must be declared for the route,

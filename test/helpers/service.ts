@@ -4,7 +4,7 @@ import { createApp } from "../../api/app.js";
 import { HOUSEKEEPING } from "../../api/housekeeping.js";
 import { getConfig } from "../../shared/config.js";
 import { closeDb } from "../../shared/db/knex.js";
-import { startSweeper } from "../../shared/domain/outbox.js";
+import { startSweeper } from "../../shared/outbox/outbox.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
 import { startExecutionsWorker } from "../../workers/executions.js";
 

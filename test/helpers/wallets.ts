@@ -1,7 +1,7 @@
 import type { Address, LocalAccount } from "viem";
 import { expect } from "vitest";
 import { db } from "../../shared/db/knex.js";
-import { claimAddress, closeOpenLink, insertLink } from "../../shared/db/wallets.js";
+import { claimAddress, closeOpenLink, insertLink } from "../../shared/money/wallets/store.js";
 import type { TestAgent } from "./factories.js";
 import { api } from "./http.js";
 

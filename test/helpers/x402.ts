@@ -6,7 +6,7 @@ import { wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import type { Address, Hex } from "viem";
 import { ERC20_ABI } from "../../shared/chain/client.js";
 import { db } from "../../shared/db/knex.js";
-import { challengeNonce, parseWwwAuthenticate } from "../../shared/domain/mpp.js";
+import { challengeNonce, parseWwwAuthenticate } from "../../shared/x402/mpp.js";
 import { type LocalChain, type LocalWallet, signTransferAuthorization } from "./chain.js";
 
 // An x402 buyer as the outside world builds one: the official @x402/fetch client with @x402/evm's exact

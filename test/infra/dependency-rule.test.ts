@@ -36,8 +36,23 @@ describe("the dependency rule", () => {
     );
   });
 
+  it("names a store that api/ reaches through a re-export in the context's index", () => {
+    const reach = spawnSync(process.execPath, [`${root}scripts/check-store-reach.mjs`, fixture], {
+      encoding: "utf8",
+    });
+    expect(reach.status).not.toBe(0);
+    expect(reach.stderr).toMatch(
+      /error api-and-workers-never-use-a-store: api\/listing-page\.ts → shared\/catalog\/store\/listings\.ts \(findListing, through shared\/catalog\/index\.ts\)/,
+    );
+    expect(reach.stderr).not.toMatch(/api\/listings\.ts/);
+  });
+
   it("passes the real tree", () => {
     const real = cruise(root, ["api", "workers", "shared", "bench"], ".dependency-cruiser.cjs");
     expect(real.status, real.output).toBe(0);
+    const reach = spawnSync(process.execPath, [`${root}scripts/check-store-reach.mjs`, root], {
+      encoding: "utf8",
+    });
+    expect(reach.status, reach.stderr).toBe(0);
   });
 });

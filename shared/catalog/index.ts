@@ -1,0 +1,25 @@
+// The catalog context's public surface: listings and the full listing record, search and the market
+// document, sellers publishing and changing listings, the seller bond, the price list. Owns listings,
+// listing_stats, listing_changes, health_probes, stakes. Depends on audit, outbox, identity and money.
+
+export { catalogPage, listingRecordById, listingRecords, marketDocument } from "./catalog.js";
+export { requireListing } from "./listing-lookup.js";
+export { ROUTER_MAX_ATTEMPTS } from "./listing-record/index.js";
+export { walletPricing } from "./pricing.js";
+export {
+  CatalogQuery,
+  ChangeListingBody,
+  ListingIdParams,
+  ListingPage,
+  ListingRecordSchema,
+  MarketDocument,
+  PublishListingBody,
+  SellerStatus,
+} from "./schemas.js";
+export { changeListing, publishListing, retireOwnListing, sellerStatus } from "./seller.js";
+export { downgradeStake, postStake, releaseStake, stakeView } from "./stake.js";
+export { activeListingIdsAfter, recordProbe } from "./store/health-probes.js";
+export type { RecentCallStats } from "./store/listing-stats.js";
+export { readRecentCallStats } from "./store/listing-stats.js";
+export type { Lane, ListingRow, ListingSearch, VerificationStatus } from "./store/listings.js";
+export { findActiveByTaskAlias, findListing, listingColumns, searchListings } from "./store/listings.js";

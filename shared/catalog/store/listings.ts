@@ -1,0 +1,380 @@
+import type { Knex } from "knex";
+import type { Db } from "../../db/knex.js";
+
+export type VerificationStatus = "verified" | "reachable" | "failed";
+
+export interface ListingRow {
+  id: string;
+  seller_id: string | null;
+  slug: string;
+  name: string;
+  description: string;
+  long_description: string;
+  category: string;
+  endpoint_url: string;
+  pricing_model: string;
+  price_micros: string;
+  currency: string;
+  input_schema: Record<string, unknown>;
+  output_schema: Record<string, unknown> | null;
+  tags: string[];
+  status: "active" | "retired";
+  version: string;
+  safe_to_retry: boolean;
+  max_latency_ms: number;
+  rate_limit: number;
+  concurrency_limit: number;
+  public_supply_origin: "first_party_service" | "external_seller";
+  platform_hosted: boolean;
+  listing_type: string;
+  delivery_method: string;
+  runtime: string;
+  data_retention: string;
+  allowed_use: string;
+  risk_flags: string[];
+  required_scopes: string[];
+  featured: boolean;
+  tumbler_enabled: boolean;
+  review_status: string;
+  review_score: number | null;
+  review_notes: string | null;
+  reviewed_at: Date | null;
+  reviewed_by: string | null;
+  proxy_mode: string;
+  proxy_upstream_url: string | null;
+  proxy_headers: Record<string, string>;
+  proxy_strip_path: boolean;
+  verification_status: VerificationStatus | null;
+  verified_at: Date | null;
+  retired_at: Date | null;
+  last_success_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/**
+ * Active listings answering to a task alias: slug, tag, category or lowercase name (spec "Routing
+ * rules"), each in an indexable form. Exact slug first, then cheapest, then oldest: deterministic.
+ * tumblerOnly keeps the listings whose sellers opted in to the sandbox (tumbler_enabled).
+ */
+export async function findActiveByTaskAlias(
+  q: Db,
+  task: string,
+  options: { tumblerOnly?: boolean } = {},
+): Promise<ListingRow[]> {
+  const alias = task.trim().toLowerCase();
+  return (await q("listings")
+    .select(listingColumns(q))
+    .where({ status: "active" })
+    .modify((query) => {
+      if (options.tumblerOnly) query.where({ tumbler_enabled: true });
+    })
+    .andWhere((w) =>
+      w
+        .where("slug", alias)
+        .orWhereRaw("tags @> array[?]::text[]", [alias])
+        .orWhere("category", alias)
+        .orWhereRaw("lower(name) = ?", [alias]),
+    )
+    .orderByRaw("(slug = ?) desc, price_micros asc, created_at asc", [alias])
+    .limit(10)) as ListingRow[];
+}
+
+export async function findListing(q: Db, id: string): Promise<ListingRow | undefined> {
+  return (await q("listings").select(listingColumns(q)).where({ id }).first()) as ListingRow | undefined;
+}
+
+/** A listing only if this seller owns it: anyone else's reads as absent. */
+export async function findOwnedListing(q: Db, id: string, sellerId: string): Promise<ListingRow | undefined> {
+  return (await q("listings").select(listingColumns(q)).where({ id, seller_id: sellerId }).first()) as
+    | ListingRow
+    | undefined;
+}
+
+export async function countLiveListings(q: Db, sellerId: string): Promise<number> {
+  const [row] = await q("listings").where({ seller_id: sellerId, status: "active" }).count({ n: "*" });
+  return Number(row?.n ?? 0);
+}
+
+export type NewListing = Pick<
+  ListingRow,
+  | "seller_id"
+  | "slug"
+  | "name"
+  | "description"
+  | "long_description"
+  | "category"
+  | "endpoint_url"
+  | "pricing_model"
+  | "input_schema"
+  | "output_schema"
+  | "tags"
+  | "safe_to_retry"
+  | "data_retention"
+  | "allowed_use"
+  | "reviewed_by"
+  | "review_notes"
+> & { price_micros: bigint; tumbler_enabled?: boolean };
+
+export async function insertListing(q: Db, row: NewListing): Promise<ListingRow> {
+  const [inserted] = (await q("listings")
+    .insert({
+      ...row,
+      price_micros: row.price_micros.toString(),
+      input_schema: JSON.stringify(row.input_schema) as never,
+      output_schema: row.output_schema === null ? null : (JSON.stringify(row.output_schema) as never),
+      reviewed_at: q.fn.now(),
+    })
+    .returning(listingColumns(q) as never)) as ListingRow[];
+  return inserted!;
+}
+
+export type ListingChanges = Partial<
+  Pick<
+    ListingRow,
+    | "name"
+    | "description"
+    | "long_description"
+    | "category"
+    | "endpoint_url"
+    | "input_schema"
+    | "output_schema"
+    | "tags"
+    | "safe_to_retry"
+    | "data_retention"
+    | "allowed_use"
+    | "version"
+    | "tumbler_enabled"
+  > & { price_micros: bigint }
+>;
+
+/** Applies changes to a live listing and records them (with old and new price) in one transaction. */
+export async function updateListing(
+  trx: Knex.Transaction,
+  current: ListingRow,
+  changes: ListingChanges,
+  changedBy: string,
+): Promise<ListingRow> {
+  const values: Record<string, unknown> = { ...changes, updated_at: trx.fn.now() };
+  if (changes.price_micros !== undefined) values.price_micros = changes.price_micros.toString();
+  if (changes.input_schema !== undefined) values.input_schema = JSON.stringify(changes.input_schema);
+  if (changes.output_schema !== undefined) {
+    values.output_schema = changes.output_schema === null ? null : JSON.stringify(changes.output_schema);
+  }
+  const [updated] = (await trx("listings")
+    .where({ id: current.id })
+    .update(values)
+    .returning(listingColumns(trx) as never)) as ListingRow[];
+  await trx("listing_changes").insert({
+    listing_id: current.id,
+    changed_by: changedBy,
+    from_version: current.version,
+    to_version: updated!.version,
+    from_price_micros: current.price_micros,
+    to_price_micros: updated!.price_micros,
+    fields: Object.keys(changes).filter((k) => k !== "version"),
+  });
+  return updated!;
+}
+
+export interface ListingChangeRow {
+  from_version: string;
+  to_version: string;
+  from_price_micros: string;
+  to_price_micros: string;
+  fields: string[];
+  changed_at: Date;
+}
+
+export async function listListingChanges(q: Db, listingId: string): Promise<ListingChangeRow[]> {
+  return (await q("listing_changes")
+    .select("from_version", "to_version", "from_price_micros", "to_price_micros", "fields", "changed_at")
+    .where({ listing_id: listingId })
+    .orderBy("id")) as ListingChangeRow[];
+}
+
+/** active → retired; the record stays for receipts. The retired row, or undefined when it was not active. */
+export async function retireListing(q: Db, id: string): Promise<ListingRow | undefined> {
+  const [row] = (await q("listings")
+    .where({ id, status: "active" })
+    .update({ status: "retired", retired_at: q.fn.now(), updated_at: q.fn.now() })
+    .returning(listingColumns(q) as never)) as ListingRow[];
+  return row;
+}
+
+const COLUMN_NAMES = [
+  "id",
+  "seller_id",
+  "slug",
+  "name",
+  "description",
+  "long_description",
+  "category",
+  "endpoint_url",
+  "pricing_model",
+  "price_micros",
+  "currency",
+  "input_schema",
+  "output_schema",
+  "tags",
+  "status",
+  "version",
+  "safe_to_retry",
+  "max_latency_ms",
+  "rate_limit",
+  "concurrency_limit",
+  "public_supply_origin",
+  "platform_hosted",
+  "listing_type",
+  "delivery_method",
+  "runtime",
+  "data_retention",
+  "allowed_use",
+  "risk_flags",
+  "required_scopes",
+  "featured",
+  "tumbler_enabled",
+  "review_status",
+  "review_score",
+  "review_notes",
+  "reviewed_at",
+  "reviewed_by",
+  "proxy_mode",
+  "proxy_upstream_url",
+  "proxy_headers",
+  "proxy_strip_path",
+  "verification_status",
+  "verified_at",
+  "retired_at",
+  "last_success_at",
+  "created_at",
+  "updated_at",
+];
+
+/** Every listing column but the generated search vector (never sent to Node), table-qualified. */
+const LISTING_COLUMNS = COLUMN_NAMES.map((c) => `listings.${c}`).join(", ");
+
+export function listingColumns(q: Db): Knex.Raw {
+  return q.raw(LISTING_COLUMNS);
+}
+
+export type Lane = "featured" | "search" | "registry";
+
+export interface ListingSearch {
+  search?: string;
+  category?: string;
+  lane: Lane;
+  limit: number;
+  offset: number;
+  /** Per-seller cap in the featured lane. */
+  featuredPerSeller: number;
+}
+
+/**
+ * The lanes (spec "Discovery visibility lanes"): registry = active, approved, not failed;
+ * search = registry with verification (verified/reachable) or runtime proof (a successful call);
+ * featured = search, curated (featured), at most featuredPerSeller per seller.
+ */
+function laneFilter(query: Knex.QueryBuilder, lane: Lane, featuredPerSeller: number): void {
+  query
+    .where("listings.status", "active")
+    .where("review_status", "approved")
+    .whereRaw("verification_status is distinct from 'failed'");
+  if (lane !== "registry") {
+    query.where((w) =>
+      w.whereIn("verification_status", ["verified", "reachable"]).orWhereNotNull("last_success_at"),
+    );
+  }
+  if (lane === "featured") {
+    query.where("featured", true);
+    // Per-seller cap: only a seller's first N featured listings (by age) are shown.
+    query.whereRaw(
+      `(select count(*) from listings earlier
+         where earlier.featured and earlier.status = 'active'
+           and earlier.seller_id is not distinct from listings.seller_id
+           and (earlier.created_at, earlier.id) < (listings.created_at, listings.id)) < ?`,
+      [featuredPerSeller],
+    );
+  }
+}
+
+/** Search terms → a prefix tsquery over the 'simple' vector ("doc pars" finds "document parse"). */
+function tsQuery(search: string): string | undefined {
+  const terms = search
+    .toLowerCase()
+    .split(/[^a-z0-9_]+/)
+    .filter((t) => t.length > 0)
+    .slice(0, 8);
+  return terms.length ? terms.map((t) => `${t}:*`).join(" & ") : undefined;
+}
+
+/** Substring search on names needs trigrams: a needle under 3 characters has none and would scan all. */
+const MIN_SUBSTRING_LENGTH = 3;
+
+/**
+ * One catalog page and the total number of matches, in one round trip. Matching, ranking and counting
+ * run over narrow rows (id, rank, featured, created_at); only the page's rows are then read in full.
+ */
+export async function searchListings(
+  q: Db,
+  c: ListingSearch,
+): Promise<{ rows: ListingRow[]; total: number }> {
+  const ts = c.search ? tsQuery(c.search) : undefined;
+  const matches = q("listings").select(
+    "listings.id",
+    "listings.featured",
+    "listings.created_at",
+    ts ? q.raw("ts_rank(search_vector, to_tsquery('simple', ?)) as rank", [ts]) : q.raw("0::real as rank"),
+  );
+  laneFilter(matches, c.lane, c.featuredPerSeller);
+  if (c.category) matches.where("listings.category", c.category.toLowerCase());
+  if (c.search) {
+    const needle = c.search.trim().toLowerCase();
+    const substring =
+      needle.length >= MIN_SUBSTRING_LENGTH ? `%${needle.replace(/[\\%_]/g, (m) => `\\${m}`)}%` : undefined;
+    if (!ts && !substring) return { rows: [], total: 0 };
+    matches.where((w) => {
+      if (ts) w.whereRaw("search_vector @@ to_tsquery('simple', ?)", [ts]);
+      if (substring) w.orWhereRaw("lower(listings.name) like ?", [substring]);
+    });
+  }
+  const inner = matches.toSQL();
+  const result = await q.raw(
+    `with m as materialized (${inner.sql}),
+     page as (select * from m order by rank desc, featured desc, created_at, id limit ? offset ?)
+     select ${LISTING_COLUMNS}, (select count(*) from m) as total_matches
+       from page join listings on listings.id = page.id
+      order by page.rank desc, page.featured desc, page.created_at, page.id`,
+    [...inner.bindings, c.limit, c.offset],
+  );
+  const rows = result.rows as (ListingRow & { total_matches: string })[];
+  const total =
+    rows.length > 0 ? Number(rows[0]!.total_matches) : c.offset > 0 ? await countMatches(q, c) : 0;
+  return { rows: rows.map(({ total_matches: _, ...row }) => row as ListingRow), total };
+}
+
+async function countMatches(q: Db, c: ListingSearch): Promise<number> {
+  const { total } = await searchListings(q, { ...c, offset: 0, limit: 1 });
+  return total;
+}
+
+/** A seller's listing locked for update, so concurrent changes cannot lose a version bump. */
+export async function lockOwnedListing(
+  trx: Knex.Transaction,
+  id: string,
+  sellerId: string,
+): Promise<ListingRow | undefined> {
+  return (await trx("listings")
+    .select(listingColumns(trx))
+    .where({ id, seller_id: sellerId })
+    .forUpdate()
+    .first()) as ListingRow | undefined;
+}
+
+/** A seller's listings, newest first (seller status). */
+export async function listSellerListings(q: Db, sellerId: string): Promise<ListingRow[]> {
+  return (await q("listings")
+    .select(listingColumns(q))
+    .where({ seller_id: sellerId })
+    .orderBy("created_at", "desc")) as ListingRow[];
+}

@@ -1,0 +1,50 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { getConfig } from "../config.js";
+import { db } from "../db/knex.js";
+import { AppError } from "../errors.js";
+import { hashApiKey, isWellFormedApiKey } from "./api-keys.js";
+import { type KeyPolicy, policyFromRow } from "./key-policy.js";
+import { findApiKeyBySecretHash } from "./store/api-keys.js";
+
+export interface Principal {
+  agentId: string;
+  apiKeyId: string;
+  /** The key's scopes, limits and powers, as of this request. */
+  policy: KeyPolicy;
+}
+
+/**
+ * Resolves an Authorization header to the agent behind it, with the key's policy. Missing, malformed,
+ * unknown, revoked and expired (rotated, past the grace period) keys are all 401 UNAUTHORIZED; which one
+ * it was is said in the message, never whose key it might be. Every request reads the key row, so a
+ * revocation, a policy change or the end of a grace period is effective on the next request in every
+ * process.
+ */
+export async function authenticate(header: string | undefined): Promise<Principal> {
+  if (!header) throw new AppError("UNAUTHORIZED", "missing Authorization: Bearer <api key>");
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match) throw new AppError("UNAUTHORIZED", "Authorization must be 'Bearer <api key>'");
+  const token = match[1]!;
+  if (!isWellFormedApiKey(token)) throw new AppError("UNAUTHORIZED", "API key is malformed (expected amk_…)");
+  const key = await findApiKeyBySecretHash(db(), hashApiKey(token));
+  if (!key) throw new AppError("UNAUTHORIZED", "API key is not recognised");
+  if (key.revoked_at) throw new AppError("UNAUTHORIZED", "API key has been revoked");
+  if (!key.is_current && !key.previous_live)
+    throw new AppError("UNAUTHORIZED", "API key was rotated and its grace period has ended");
+  return { agentId: key.agent_id, apiKeyId: key.id, policy: policyFromRow(key) };
+}
+
+/**
+ * Checks the operator secret for /api/admin/*. With no ADMIN_API_KEY configured the admin API does not
+ * exist (404), so a deployment that never set one exposes nothing. Compared as SHA-256 digests in
+ * constant time, so neither the length nor a prefix of the secret leaks through timing.
+ */
+export function authenticateAdmin(header: string | undefined): void {
+  const secret = getConfig().adminApiKey;
+  if (!secret) throw new AppError("NOT_FOUND", "no such route");
+  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  if (!match) throw new AppError("UNAUTHORIZED", "missing Authorization: Bearer <admin key>");
+  const digest = (value: string) => createHash("sha256").update(value).digest();
+  if (!timingSafeEqual(digest(match[1]!), digest(secret)))
+    throw new AppError("UNAUTHORIZED", "admin key is not recognised");
+}

@@ -1,0 +1,107 @@
+import type { Knex } from "knex";
+import { db } from "../db/knex.js";
+import { AppError } from "../errors.js";
+import { formatUsdc, micros } from "../kernel/money.js";
+import type { KeyPolicy } from "./key-policy.js";
+import { readSpendToday, reserveSpend, resolveReservation } from "./store/spend-days.js";
+
+// A key's spend limits (docs/payments.md "Keys, scopes and spend limits"): a per-call limit and a daily cap per
+// UTC day, both on what a paid call holds. Free work is never limited by price. The daily reservation is
+// taken in the transaction that takes the ledger hold and is resolved in the transaction that captures
+// or releases it: a capture counts what it charged as spent, a release gives the whole reservation back.
+
+/** Midnight UTC after the given day (YYYY-MM-DD): when that day's cap resets. */
+export function utcDayEnd(day: string): string {
+  const start = new Date(`${day}T00:00:00.000Z`);
+  return new Date(start.getTime() + 24 * 3600 * 1000).toISOString();
+}
+
+/** True when a paid hold of this size is within the key's per-call limit. */
+export function withinPerCallLimit(policy: KeyPolicy, holdMicros: bigint): boolean {
+  return policy.perCallLimitMicros === null || holdMicros <= policy.perCallLimitMicros;
+}
+
+/** 429 WALLET_LIMIT_EXCEEDED when one call would hold more than the key's per-call limit. */
+export function assertPerCallLimit(policy: KeyPolicy, holdMicros: bigint): void {
+  if (withinPerCallLimit(policy, holdMicros)) return;
+  throw new AppError("WALLET_LIMIT_EXCEEDED", "this call would cost more than the API key's per-call limit", {
+    limit: "per_call",
+    limit_usdc: formatUsdc(policy.perCallLimitMicros!),
+    requested_usdc: formatUsdc(holdMicros),
+    hint: "call with a max_cost at or below the limit, or use a key with a higher per-call limit",
+  });
+}
+
+function dailyCapExceeded(
+  capMicros: bigint,
+  requestedMicros: bigint,
+  today: { day: string; reserved_micros: string; spent_micros: string },
+): AppError {
+  const reserved = micros(today.reserved_micros);
+  const spent = micros(today.spent_micros);
+  const remaining = capMicros - reserved - spent;
+  return new AppError("WALLET_LIMIT_EXCEEDED", "this call would take the API key past its daily cap", {
+    limit: "daily_cap",
+    limit_usdc: formatUsdc(capMicros),
+    requested_usdc: formatUsdc(requestedMicros),
+    spent_usdc: formatUsdc(spent),
+    reserved_usdc: formatUsdc(reserved),
+    remaining_usdc: formatUsdc(remaining > 0n ? remaining : 0n),
+    day: today.day,
+    resets_at: utcDayEnd(today.day),
+    hint: "wait for resets_at, call a cheaper listing, or use a key with a higher daily cap",
+  });
+}
+
+/**
+ * Before any charge: 429 WALLET_LIMIT_EXCEEDED when a paid call would hold more than the key's per-call
+ * limit, or more than its whole daily cap (refused without touching the day's row). Whether the cap
+ * still has room is decided atomically by reserveDailySpend, in the hold's transaction.
+ */
+export async function assertWithinSpendLimits(
+  key: { apiKeyId: string; policy: KeyPolicy },
+  holdMicros: bigint,
+): Promise<void> {
+  if (holdMicros === 0n) return;
+  assertPerCallLimit(key.policy, holdMicros);
+  const cap = key.policy.dailyCapMicros;
+  if (cap !== null && holdMicros > cap)
+    throw dailyCapExceeded(cap, holdMicros, await readSpendToday(db(), key.apiKeyId));
+}
+
+/**
+ * Reserves a paid call's hold against the key's day, inside the transaction that takes the hold, and
+ * stamps the invocation with the day. Over the cap → 429 WALLET_LIMIT_EXCEEDED (limit, spent, reserved,
+ * resets_at), and the caller's transaction writes nothing. Keys without a cap reserve too, so every key
+ * shows what it reserved and spent today.
+ */
+export async function reserveDailySpend(
+  trx: Knex.Transaction,
+  key: { apiKeyId: string; policy: KeyPolicy },
+  invocationId: string,
+  holdMicros: bigint,
+): Promise<string> {
+  const cap = key.policy.dailyCapMicros;
+  const day = await reserveSpend(trx, {
+    apiKeyId: key.apiKeyId,
+    invocationId,
+    amountMicros: holdMicros,
+    capMicros: cap,
+  });
+  if (day) return day;
+  throw dailyCapExceeded(cap!, holdMicros, await readSpendToday(trx, key.apiKeyId));
+}
+
+/** A released hold (failure, denial, expiry) gives its whole reservation back to the day it was made. */
+export async function returnDailySpend(trx: Knex.Transaction, invocationId: string): Promise<void> {
+  await resolveReservation(trx, invocationId, 0n);
+}
+
+/** A capture turns the reservation into spend: what was captured counts, the rest of the hold returns. */
+export async function settleDailySpend(
+  trx: Knex.Transaction,
+  invocationId: string,
+  capturedMicros: bigint,
+): Promise<void> {
+  await resolveReservation(trx, invocationId, capturedMicros);
+}

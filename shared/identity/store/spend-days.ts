@@ -1,0 +1,71 @@
+import type { Db } from "../../db/knex.js";
+
+// Per-key, per-UTC-day spend (docs/payments.md "Keys, scopes and spend limits"). Every day is the database's UTC
+// date, so API processes with skewed clocks agree on when a day ends.
+
+export interface SpendDayRow {
+  api_key_id: string;
+  /** YYYY-MM-DD (UTC), read as text: node-pg would turn a date into a local-midnight Date. */
+  day: string;
+  reserved_micros: string;
+  spent_micros: string;
+}
+
+/**
+ * Reserves amountMicros on the key's row for today and stamps the invocation with that day, in one
+ * statement. With a cap, the upsert only applies while reserved + spent + amount <= cap: concurrent
+ * reservations queue on the row lock and each re-checks the cap against the row as the previous one
+ * committed it. Returns the day, or undefined when the cap refused (nothing written). The caller has
+ * checked amount <= cap, so a first row for the day never exceeds it.
+ */
+export async function reserveSpend(
+  q: Db,
+  r: { apiKeyId: string; invocationId: string; amountMicros: bigint; capMicros: bigint | null },
+): Promise<string | undefined> {
+  const cap = r.capMicros?.toString() ?? null;
+  const result = await q.raw(
+    `with d as (
+       insert into api_key_spend_days as s (api_key_id, day, reserved_micros)
+       values (?, (now() at time zone 'UTC')::date, ?)
+       on conflict (api_key_id, day) do update
+          set reserved_micros = s.reserved_micros + excluded.reserved_micros, updated_at = now()
+        where ?::bigint is null or s.reserved_micros + s.spent_micros + excluded.reserved_micros <= ?::bigint
+       returning s.day
+     ), inv as (
+       update invocations set spend_day = d.day from d where invocations.id = ? returning invocations.id
+     )
+     select d.day::text as day from d`,
+    [r.apiKeyId, r.amountMicros.toString(), cap, cap, r.invocationId],
+  );
+  return (result.rows[0]?.day as string | undefined) ?? undefined;
+}
+
+/** The key's row for today (zeros when it has none yet). */
+export async function readSpendToday(q: Db, apiKeyId: string): Promise<SpendDayRow> {
+  const result = await q.raw(
+    `select ?::uuid as api_key_id, t.day::text as day,
+            coalesce(s.reserved_micros, 0)::text as reserved_micros,
+            coalesce(s.spent_micros, 0)::text as spent_micros
+       from (select (now() at time zone 'UTC')::date as day) t
+       left join api_key_spend_days s on s.api_key_id = ? and s.day = t.day`,
+    [apiKeyId, apiKeyId],
+  );
+  return result.rows[0] as SpendDayRow;
+}
+
+/**
+ * Ends an invocation's reservation on the day it was made: its whole hold leaves reserved, and
+ * capturedMicros (0 for a release) joins spent. No-op for an invocation that reserved nothing. The
+ * caller ends the invocation exactly once in the same transaction, so this runs once per invocation.
+ */
+export async function resolveReservation(q: Db, invocationId: string, capturedMicros: bigint): Promise<void> {
+  await q.raw(
+    `update api_key_spend_days s
+        set reserved_micros = s.reserved_micros - i.hold_micros,
+            spent_micros = s.spent_micros + ?::bigint,
+            updated_at = now()
+       from invocations i
+      where i.id = ? and i.spend_day is not null and s.api_key_id = i.api_key_id and s.day = i.spend_day`,
+    [capturedMicros.toString(), invocationId],
+  );
+}

@@ -1,0 +1,63 @@
+import type { Knex } from "knex";
+import type { Db } from "../../db/knex.js";
+
+/** Custody as the operator set it: frozen stops every new paid action (docs/payments.md "The paid-execution gate"). */
+export interface CustodyState {
+  frozen: boolean;
+  reason: string | null;
+  updated_at: Date;
+  updated_by: string | null;
+}
+
+function toCustody(row: {
+  value: { frozen?: boolean; reason?: string | null };
+  updated_at: Date;
+  updated_by: string | null;
+}) {
+  return {
+    frozen: row.value.frozen === true,
+    reason: row.value.reason ?? null,
+    updated_at: row.updated_at,
+    updated_by: row.updated_by,
+  };
+}
+
+/** The custody row; its absence (a database not migrated by us) reads as frozen, never as open. */
+export async function readCustody(q: Db): Promise<CustodyState> {
+  const row = await q("platform_settings").where({ key: "custody" }).first();
+  return row
+    ? toCustody(row)
+    : { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };
+}
+
+/**
+ * Reads custody inside a paid transaction and holds a share lock until it commits: a freeze (which
+ * takes the row FOR UPDATE) waits for in-flight holds, and no hold commits after a freeze.
+ */
+export async function readCustodyForShare(trx: Knex.Transaction): Promise<CustodyState> {
+  const row = await trx("platform_settings").where({ key: "custody" }).forShare().first();
+  return row
+    ? toCustody(row)
+    : { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };
+}
+
+/** Locks the custody row for a change; the caller writes with writeCustody in the same transaction. */
+export async function lockCustody(trx: Knex.Transaction): Promise<CustodyState> {
+  const row = await trx("platform_settings").where({ key: "custody" }).forUpdate().first();
+  return row
+    ? toCustody(row)
+    : { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };
+}
+
+export async function writeCustody(
+  trx: Knex.Transaction,
+  value: { frozen: boolean; reason: string | null },
+  updatedBy: string,
+): Promise<CustodyState> {
+  const [row] = await trx("platform_settings")
+    .insert({ key: "custody", value: JSON.stringify(value), updated_by: updatedBy, updated_at: trx.fn.now() })
+    .onConflict("key")
+    .merge()
+    .returning("*");
+  return toCustody(row);
+}

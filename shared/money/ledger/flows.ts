@@ -1,0 +1,337 @@
+import type { Knex } from "knex";
+import { db } from "../../db/knex.js";
+import {
+  accountFor,
+  type Currency,
+  type LedgerLeg,
+  type LedgerReference,
+  type PostResult,
+  platformAccount,
+  platformSplit,
+  postTransaction,
+  retryTransient,
+  type TransactionKind,
+} from "./ledger.js";
+import { findTransactionByKey, type LedgerAccountRow, lockAccounts, transactionEntries } from "./store.js";
+
+// The named money movements of the money paths (docs/payments.md "Ledger"), each one call and one ledger
+// transaction. Every helper takes an optional knex transaction: given one, it joins the caller's
+// transaction (which then owns retries); without one, it runs and retries its own.
+
+/** One amount moved for one agent in one currency. */
+export interface AgentMovement {
+  agentId: string;
+  currency: Currency;
+  /** Positive, in micro-units of the currency. */
+  amountMicros: bigint;
+  reference: LedgerReference;
+  idempotencyKey: string;
+  metadata?: Record<string, unknown>;
+}
+
+/** Names a hold by its idempotency key; the hold fixes who pays, how much and in which currency. */
+export interface HoldResolution {
+  holdKey: string;
+  idempotencyKey: string;
+  metadata?: Record<string, unknown>;
+}
+
+export interface CaptureResult extends PostResult {
+  feeMicros: bigint;
+  sellerMicros: bigint;
+}
+
+/** A posted hold, read back: its transaction, the agent whose funds it holds and the amount. */
+export interface HoldView {
+  transactionId: string;
+  agentId: string;
+  currency: Currency;
+  amountMicros: bigint;
+  reference: LedgerReference | null;
+}
+
+function requirePositive(amountMicros: bigint): void {
+  if (typeof amountMicros !== "bigint" || amountMicros <= 0n) {
+    throw new Error(`a ledger movement needs a positive bigint amount (got ${String(amountMicros)})`);
+  }
+}
+
+function move(
+  kind: TransactionKind,
+  from: LedgerAccountRow,
+  to: LedgerAccountRow,
+  m: AgentMovement,
+  trx: Knex.Transaction | undefined,
+): Promise<PostResult> {
+  return postTransaction(
+    {
+      kind,
+      idempotencyKey: m.idempotencyKey,
+      reference: m.reference,
+      legs: [
+        { account: from, amountMicros: -m.amountMicros },
+        { account: to, amountMicros: m.amountMicros },
+      ],
+      metadata: m.metadata ?? {},
+    },
+    trx,
+  );
+}
+
+/** Reserves an agent's funds for a paid call (available → held); PAYMENT_REQUIRED when short. */
+export async function holdFunds(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
+  requirePositive(m.amountMicros);
+  const available = await accountFor(m.agentId, "agent_available", m.currency, trx);
+  const held = await accountFor(m.agentId, "agent_held", m.currency, trx);
+  return move("hold", available, held, m, trx);
+}
+
+/** Reads a posted hold by its idempotency key (undefined when there is none). */
+export async function findHold(holdKey: string, trx?: Knex.Transaction): Promise<HoldView | undefined> {
+  const q = trx ?? db();
+  const hold = await findTransactionByKey(q, holdKey);
+  if (!hold) return undefined;
+  if (hold.kind !== "hold") throw new Error(`ledger transaction ${holdKey} is a ${hold.kind}, not a hold`);
+  const heldEntry = (await transactionEntries(q, hold.id)).find((e) => e.kind === "agent_held");
+  if (!heldEntry?.owner_agent_id) throw new Error(`ledger hold ${holdKey} has no held entry`);
+  return {
+    transactionId: hold.id,
+    agentId: heldEntry.owner_agent_id,
+    currency: heldEntry.currency,
+    amountMicros: heldEntry.amount_micros,
+    reference:
+      hold.reference_type && hold.reference_id ? { type: hold.reference_type, id: hold.reference_id } : null,
+  };
+}
+
+async function requireHold(holdKey: string, trx: Knex.Transaction | undefined): Promise<HoldView> {
+  const hold = await findHold(holdKey, trx);
+  if (!hold) throw new Error(`no ledger hold with key ${holdKey}`);
+  return hold;
+}
+
+/**
+ * Captures a hold on success: held → seller payable (amount − fee) and platform revenue (fee =
+ * floor(amount × 3 / 100)). A null seller is a platform-owned first-party listing: both parts go to
+ * platform revenue, still as two entries so the split stays visible. captureMicros (default: the whole
+ * hold, never more) captures part of it — a fallback cheaper than the hold — and returns the rest to the
+ * buyer's available funds in the same transaction. Throws HoldAlreadyResolvedError when the hold was
+ * already captured or released under another key.
+ */
+export async function captureHold(
+  r: HoldResolution & { sellerAgentId: string | null; captureMicros?: bigint },
+  trx?: Knex.Transaction,
+): Promise<CaptureResult & { capturedMicros: bigint; returnedMicros: bigint }> {
+  const hold = await requireHold(r.holdKey, trx);
+  const captured = r.captureMicros ?? hold.amountMicros;
+  requirePositive(captured);
+  if (captured > hold.amountMicros) {
+    throw new Error(`cannot capture ${captured} from a hold of ${hold.amountMicros} (${r.holdKey})`);
+  }
+  const returned = hold.amountMicros - captured;
+  const { feeMicros, sellerMicros } = platformSplit(captured);
+  const held = await accountFor(hold.agentId, "agent_held", hold.currency, trx);
+  const revenue = await platformAccount("platform_revenue", hold.currency, trx);
+  const seller = r.sellerAgentId
+    ? await accountFor(r.sellerAgentId, "seller_payable", hold.currency, trx)
+    : revenue;
+  const available =
+    returned > 0n ? await accountFor(hold.agentId, "agent_available", hold.currency, trx) : undefined;
+  const legs: LedgerLeg[] = [
+    { account: held, amountMicros: -hold.amountMicros },
+    { account: seller, amountMicros: sellerMicros },
+    { account: revenue, amountMicros: feeMicros },
+    ...(available ? [{ account: available, amountMicros: returned }] : []),
+  ].filter((leg) => leg.amountMicros !== 0n);
+  const result = await postTransaction(
+    {
+      kind: "capture",
+      idempotencyKey: r.idempotencyKey,
+      reference: hold.reference,
+      resolves: hold.transactionId,
+      legs,
+      metadata: {
+        ...r.metadata,
+        hold_key: r.holdKey,
+        seller_agent_id: r.sellerAgentId,
+        fee_micros: feeMicros.toString(),
+        seller_micros: sellerMicros.toString(),
+        returned_micros: returned.toString(),
+      },
+    },
+    trx,
+  );
+  return { ...result, feeMicros, sellerMicros, capturedMicros: captured, returnedMicros: returned };
+}
+
+/** Voids a whole hold on failure (held → available). Throws HoldAlreadyResolvedError like a capture. */
+export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Promise<PostResult> {
+  const hold = await requireHold(r.holdKey, trx);
+  const held = await accountFor(hold.agentId, "agent_held", hold.currency, trx);
+  const available = await accountFor(hold.agentId, "agent_available", hold.currency, trx);
+  return postTransaction(
+    {
+      kind: "release",
+      idempotencyKey: r.idempotencyKey,
+      reference: hold.reference,
+      resolves: hold.transactionId,
+      legs: [
+        { account: held, amountMicros: -hold.amountMicros },
+        { account: available, amountMicros: hold.amountMicros },
+      ],
+      metadata: { ...r.metadata, hold_key: r.holdKey },
+    },
+    trx,
+  );
+}
+
+/** Credits a confirmed deposit to an agent (chain clearing → available). */
+export async function creditDeposit(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
+  requirePositive(m.amountMicros);
+  const clearing = await platformAccount("chain_clearing", m.currency, trx);
+  const available = await accountFor(m.agentId, "agent_available", m.currency, trx);
+  return move("deposit", clearing, available, m, trx);
+}
+
+/** Posts a seller's listing bond from its available funds (available → bonds); PAYMENT_REQUIRED when short. */
+export async function postBond(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
+  requirePositive(m.amountMicros);
+  const available = await accountFor(m.agentId, "agent_available", m.currency, trx);
+  const bonds = await accountFor(m.agentId, "bonds", m.currency, trx);
+  return move("bond_post", available, bonds, m, trx);
+}
+
+/** Returns a bond to the seller's available funds (bonds → available); whether it may is the caller's rule. */
+export async function releaseBond(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
+  requirePositive(m.amountMicros);
+  const bonds = await accountFor(m.agentId, "bonds", m.currency, trx);
+  const available = await accountFor(m.agentId, "agent_available", m.currency, trx);
+  return move("bond_release", bonds, available, m, trx);
+}
+
+/** Records a payout sent to a seller (seller payable → chain clearing); PAYMENT_REQUIRED when short. */
+export async function recordPayout(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
+  requirePositive(m.amountMicros);
+  const payable = await accountFor(m.agentId, "seller_payable", m.currency, trx);
+  const clearing = await platformAccount("chain_clearing", m.currency, trx);
+  return move("payout", payable, clearing, m, trx);
+}
+
+/** A faucet top-up: what it credited (0 when nothing was due) and the agent's available tUSDC after it. */
+export interface FaucetTopUp {
+  creditedMicros: bigint;
+  availableMicros: bigint;
+  /** The grant under this key: posted now, or earlier (replayed: then nothing more was credited). */
+  grant: { transactionId: string; replayed: boolean } | null;
+}
+
+/**
+ * Tops an agent's available tUSDC up to targetMicros from the sandbox faucet (sandbox_faucet →
+ * available), at most once per idempotency key (the caller puts the period in the key). The agent's
+ * available account is locked before the key is looked up, so concurrent top-ups under one key credit
+ * once and the others see that grant. Nothing is posted when the balance already reaches the target.
+ * tUSDC only: the faucet account cannot exist in USDC (check constraint).
+ */
+export async function topUpFromFaucet(
+  t: {
+    agentId: string;
+    targetMicros: bigint;
+    idempotencyKey: string;
+    reference: LedgerReference;
+    metadata?: Record<string, unknown>;
+  },
+  trx?: Knex.Transaction,
+): Promise<FaucetTopUp> {
+  const run = async (q: Knex.Transaction): Promise<FaucetTopUp> => {
+    const available = await accountFor(t.agentId, "agent_available", "tUSDC", q);
+    const [locked] = await lockAccounts(q, [available.id]);
+    const balance = locked!.balance_micros;
+    const earlier = await findTransactionByKey(q, t.idempotencyKey);
+    if (earlier) {
+      return {
+        creditedMicros: 0n,
+        availableMicros: balance,
+        grant: { transactionId: earlier.id, replayed: true },
+      };
+    }
+    const due = t.targetMicros - balance;
+    if (due <= 0n) return { creditedMicros: 0n, availableMicros: balance, grant: null };
+    const faucet = await platformAccount("sandbox_faucet", "tUSDC", q);
+    const posted = await move(
+      "faucet",
+      faucet,
+      available,
+      {
+        agentId: t.agentId,
+        currency: "tUSDC",
+        amountMicros: due,
+        reference: t.reference,
+        idempotencyKey: t.idempotencyKey,
+        metadata: { ...t.metadata, target_micros: t.targetMicros.toString() },
+      },
+      q,
+    );
+    // Under the lock a replay cannot happen; if it ever did, the grant was someone else's: nothing credited.
+    if (posted.replayed) {
+      return {
+        creditedMicros: 0n,
+        availableMicros: balance,
+        grant: { transactionId: posted.transactionId, replayed: true },
+      };
+    }
+    return {
+      creditedMicros: due,
+      availableMicros: t.targetMicros,
+      grant: { transactionId: posted.transactionId, replayed: false },
+    };
+  };
+  return trx ? run(trx) : retryTransient(() => db().transaction(run));
+}
+
+/** The ledger key of an x402 payment's settlement: one posting per payment, whatever redelivers. */
+export const x402SettlementKey = (paymentId: string) => `ledger:x402:${paymentId}`;
+
+/**
+ * Books a confirmed x402 settlement: the USDC arrived at the platform address on chain, so chain
+ * clearing → seller payable (amount − fee) and platform revenue (fee = floor(amount × 3 / 100)),
+ * paid out later by the payouts worker. A null seller is a first-party listing: both parts go to
+ * platform revenue, as two entries (as captureHold does). Idempotent on ledger:x402:<payment id>.
+ */
+export async function recordX402Settlement(
+  s: {
+    paymentId: string;
+    amountMicros: bigint;
+    sellerAgentId: string | null;
+    metadata?: Record<string, unknown>;
+  },
+  trx?: Knex.Transaction,
+): Promise<CaptureResult> {
+  requirePositive(s.amountMicros);
+  const { feeMicros, sellerMicros } = platformSplit(s.amountMicros);
+  const clearing = await platformAccount("chain_clearing", "USDC", trx);
+  const revenue = await platformAccount("platform_revenue", "USDC", trx);
+  const seller = s.sellerAgentId ? await accountFor(s.sellerAgentId, "seller_payable", "USDC", trx) : revenue;
+  const legs: LedgerLeg[] = [
+    { account: clearing, amountMicros: -s.amountMicros },
+    { account: seller, amountMicros: sellerMicros },
+    { account: revenue, amountMicros: feeMicros },
+  ].filter((leg) => leg.amountMicros !== 0n);
+  const result = await postTransaction(
+    {
+      // "transfer": no dedicated kind, so this needs no change to the kind check (the metadata names it).
+      kind: "transfer",
+      idempotencyKey: x402SettlementKey(s.paymentId),
+      reference: { type: "x402_payment", id: s.paymentId },
+      legs,
+      metadata: {
+        ...s.metadata,
+        flow: "x402_settlement",
+        seller_agent_id: s.sellerAgentId,
+        fee_micros: feeMicros.toString(),
+        seller_micros: sellerMicros.toString(),
+      },
+    },
+    trx,
+  );
+  return { ...result, feeMicros, sellerMicros };
+}

@@ -1,0 +1,48 @@
+import type { Db } from "../db/knex.js";
+
+export interface OutboxRow {
+  id: string;
+  queue: string;
+  job_id: string;
+  payload: Record<string, unknown>;
+  created_at: Date;
+  enqueued_at: Date | null;
+}
+
+/**
+ * Marks rows sent. Deliberately not filtered on "enqueued_at is null": that steers the planner onto the
+ * partial unsent index, which is full of dead entries under churn; the unique (queue, job_id) index is
+ * exact, and coalesce keeps the first send time.
+ */
+export async function markOutboxSent(q: Db, queue: string, jobIds: string[]): Promise<void> {
+  if (jobIds.length === 0) return;
+  await q("job_outbox")
+    .where({ queue })
+    .whereIn("job_id", jobIds)
+    .update({ enqueued_at: q.raw("coalesce(enqueued_at, now())") });
+}
+
+/** Unsent rows of known queues older than the given age, locked so two sweepers never send one row at once. */
+export async function lockUnsentOutbox(
+  q: Db,
+  queues: readonly string[],
+  olderThanMs: number,
+  limit: number,
+): Promise<OutboxRow[]> {
+  return q<OutboxRow>("job_outbox")
+    .whereNull("enqueued_at")
+    .whereIn("queue", queues)
+    .andWhere("created_at", "<", q.raw("now() - make_interval(secs => ?)", [olderThanMs / 1000]))
+    .orderBy("created_at")
+    .limit(limit)
+    .forUpdate()
+    .skipLocked();
+}
+
+/** Sent rows are kept a day for inspection, then deleted. */
+export async function deleteSentOutbox(q: Db, olderThanHours: number): Promise<number> {
+  return q("job_outbox")
+    .whereNotNull("enqueued_at")
+    .andWhere("enqueued_at", "<", q.raw("now() - make_interval(hours => ?)", [olderThanHours]))
+    .delete();
+}

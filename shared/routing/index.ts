@@ -1,0 +1,67 @@
+// The routing context's public surface: match and ranking, submitting executions and direct invokes,
+// running an invocation with fallback (the executions worker hosts run-invocation.ts), provider calls
+// signed with the platform key, per-listing limits, health probes and circuit breakers, idempotency,
+// approvals of held purchases, status and receipt views, and the quotes the paid edges record.
+// Owns invocations, invocation_attempts, receipts, idempotency_keys, approvals, platform_signing_keys,
+// quotes. Depends on audit, outbox, identity, money and catalog.
+//
+// The x402 edge settles its own invocations: it sits above, so it plugs in as an EdgeSettlement.
+
+export {
+  approvePurchase,
+  awaitingApprovalResult,
+  denyPendingOfRevokedKey,
+  denyPurchase,
+  listApprovalsFor,
+  readApproval,
+} from "./approvals/approvals.js";
+export { startApprovalExpiry } from "./approvals/expiry.js";
+export { openCircuits } from "./circuits.js";
+export { purgeExpiredIdempotencyKeys } from "./idempotency.js";
+export {
+  executeResult,
+  invocationStatus,
+  isTerminal,
+  pendingResult,
+  receiptView,
+} from "./invocation-view.js";
+export { matchProviders } from "./match.js";
+export { holdForInvocation } from "./paid-invocations.js";
+export { processHealthProbe, processProbeSweep, scheduleProbeSweep } from "./probe-sweep.js";
+export { publishedJwks } from "./request-signing.js";
+export { candidateView, rankCandidates } from "./router.js";
+export type { EdgeSettlement } from "./run-invocation.js";
+export { failInvocation, RunInProgress, runInvocation } from "./run-invocation.js";
+export {
+  ApprovalDecisionBody,
+  ApprovalList,
+  ApprovalParams,
+  ApprovalQuery,
+  ApprovalView,
+  ExecuteAwaitingApproval,
+} from "./schemas/approvals.js";
+export {
+  ExecuteBody,
+  ExecutePending,
+  ExecuteResult,
+  IdempotencyKey,
+  InvocationStatus,
+  InvokeBody,
+  MatchQuery,
+  MatchResult,
+  Receipt,
+  TusdcAmount,
+} from "./schemas/execute.js";
+export { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
+export type {
+  InvocationError,
+  InvocationRow,
+  InvocationSummary,
+  NewInvocation,
+} from "./store/invocations.js";
+export { findInvocation, insertInvocationWithJob, listAttempts, TERMINAL } from "./store/invocations.js";
+export type { QuoteRow } from "./store/quotes.js";
+export { deleteStaleQuotes, findQuote, insertQuote, useQuote } from "./store/quotes.js";
+export { findReceiptForInvocation } from "./store/receipts.js";
+export type { Submission } from "./submission.js";
+export { awaitInvocation, enqueueExecution, submitExecution, submitInvoke } from "./submission.js";

@@ -1,0 +1,365 @@
+import type { Knex } from "knex";
+import { AppError } from "../errors.js";
+import { formatUsdc } from "../kernel/money.js";
+import {
+  appendEvidence,
+  type CaptureResult,
+  type Currency,
+  captureHold,
+  type EvidenceRow,
+  holdFunds,
+  type NewEvidence,
+  releaseHold,
+} from "../money/index.js";
+import type { InvocationError } from "./store/invocations.js";
+
+// The money side of a paid call (docs/payments.md "Paying for calls"): hold in the invocation's own transaction,
+// capture the serving listing's price on success (97 % seller, 3 % platform), release on failure. Each
+// step writes its evidence row in the same transaction as its ledger movement, so the evidence and the
+// money never disagree. Every step is keyed by the invocation id and safe to repeat. The unit is the
+// invocation's currency: USDC, or tUSDC for the sandbox (docs/x402.md "Sandbox (tumbler)"), whose evidence
+// sources name the tumbler rail and whose every evidence row says simulated: true.
+
+export const holdKey = (invocationId: string) => `ledger:hold:${invocationId}`;
+export const captureKey = (invocationId: string) => `ledger:capture:${invocationId}`;
+export const releaseKey = (invocationId: string) => `ledger:release:${invocationId}`;
+
+const SUBJECT = "invocation";
+
+interface PaidInvocation {
+  id: string;
+  /** null for an x402 invocation: it is paid on chain by its payer, never from a ledger hold. */
+  agent_id: string | null;
+  /** The invocation's unit; USDC when absent. */
+  currency?: Currency;
+}
+
+/** How each unit's evidence reads: ledger sources that name the rail, and whether the units are simulated. */
+const RAILS = {
+  USDC: { hold: "ledger_hold", capture: "ledger_capture", release: "ledger_release", simulated: false },
+  tUSDC: {
+    hold: "tumbler_ledger_hold",
+    capture: "tumbler_ledger_capture",
+    release: "tumbler_ledger_release",
+    simulated: true,
+  },
+} as const satisfies Record<Currency, unknown>;
+
+const railOf = (invocation: PaidInvocation) => RAILS[invocation.currency ?? "USDC"];
+
+/** The suffix of amount fields at the API edge: amount_usdc for USDC, amount_tusdc for the sandbox. */
+export const amountSuffix = (currency: Currency) => (currency === "USDC" ? "usdc" : "tusdc");
+
+function evidence(
+  invocation: PaidInvocation,
+  e: Omit<NewEvidence, "agent_id" | "invocation_id" | "subject_type" | "subject_id">,
+): NewEvidence {
+  const simulated = railOf(invocation).simulated;
+  return {
+    agent_id: invocation.agent_id,
+    invocation_id: invocation.id,
+    subject_type: SUBJECT,
+    subject_id: invocation.id,
+    currency: invocation.currency ?? "USDC",
+    ...e,
+    details: simulated ? { ...e.details, simulated: true, rail: "tumbler" } : e.details,
+  };
+}
+
+/**
+ * Holds the price for a paid invocation inside the caller's transaction (the one that inserts the
+ * invocation), with its authorization evidence: the key that asked and the limit it gave. Short funds
+ * → 402 PAYMENT_REQUIRED saying how to fund, and the caller's transaction writes nothing.
+ */
+export async function holdForInvocation(
+  trx: Knex.Transaction,
+  invocation: PaidInvocation & { api_key_id: string | null },
+  holdMicros: bigint,
+  terms: { listedPriceMicros: bigint; maxCostMicros: bigint | null; route: string; quoteId?: string },
+): Promise<void> {
+  const agentId = invocation.agent_id;
+  if (!agentId) throw new Error(`invocation ${invocation.id} has no agent to hold funds from`);
+  const currency = invocation.currency ?? "USDC";
+  let posted: Awaited<ReturnType<typeof holdFunds>>;
+  try {
+    posted = await holdFunds(
+      {
+        agentId,
+        currency,
+        amountMicros: holdMicros,
+        reference: { type: SUBJECT, id: invocation.id },
+        idempotencyKey: holdKey(invocation.id),
+        metadata: { route: terms.route },
+      },
+      trx,
+    );
+  } catch (error) {
+    if (error instanceof AppError && error.code === "PAYMENT_REQUIRED")
+      throw currency === "USDC" ? fundingNeeded(error, holdMicros) : sandboxFundingNeeded(error, holdMicros);
+    throw error;
+  }
+  await appendEvidence(
+    trx,
+    evidence(invocation, {
+      state: "authorization",
+      source: railOf(invocation).hold,
+      source_ref: posted.transactionId,
+      amount_micros: holdMicros,
+      details: {
+        api_key_id: invocation.api_key_id,
+        route: terms.route,
+        listed_price_micros: terms.listedPriceMicros.toString(),
+        max_cost_micros: terms.maxCostMicros?.toString() ?? null,
+        ...(terms.quoteId ? { quote_id: terms.quoteId } : {}),
+      },
+    }),
+  );
+}
+
+function fundingNeeded(error: AppError, holdMicros: bigint): AppError {
+  return new AppError("PAYMENT_REQUIRED", "your available USDC balance does not cover this call", {
+    ...error.details,
+    required_usdc: formatUsdc(holdMicros),
+    what_to_do: [
+      "GET /api/wallet to see available and held funds",
+      "POST /api/wallet/purchase for deposit instructions, then POST /api/wallet/purchase/verify {tx_hash}",
+      "or call a free listing (task 'echo') or GET /api/execute/match with a lower max_cost",
+    ],
+  });
+}
+
+/** Short of tUSDC in the sandbox: the faucet, not a deposit, is the way to top up. */
+function sandboxFundingNeeded(error: AppError, holdMicros: bigint): AppError {
+  const details = error.details ?? {};
+  return new AppError(
+    "PAYMENT_REQUIRED",
+    "your available tUSDC (simulated sandbox units) does not cover this call",
+    {
+      account_kind: details.account_kind,
+      currency: "tUSDC",
+      simulated: true,
+      available_tusdc: details.available_usdc,
+      required_tusdc: formatUsdc(holdMicros),
+      what_to_do: [
+        "POST /api/tumbler/join: the faucet tops your available tUSDC up once per UTC day",
+        "GET /api/wallet to see your tUSDC balance",
+        "or GET /api/tumbler/execute/match for a cheaper sandbox listing",
+      ],
+    },
+  );
+}
+
+/**
+ * What a successful call charges: a quoted invocation (the sandbox, x402) charges its quoted amount, the
+ * price the buyer accepted; router and direct-invoke work charges the serving listing's price.
+ */
+export function chargeMicros(
+  invocation: { route: string; price_micros: string },
+  servingPriceMicros: bigint,
+) {
+  return invocation.route === "tumbler" || invocation.route === "x402"
+    ? BigInt(invocation.price_micros)
+    : servingPriceMicros;
+}
+
+export interface PaidSuccess {
+  invocation: PaidInvocation;
+  attemptId: string;
+  receiptId: string;
+  /** The listing that served, its seller (null = first party) and its price: what is charged. */
+  listingId: string;
+  sellerAgentId: string | null;
+  priceMicros: bigint;
+  holdMicros: bigint;
+  providerEvidence: Record<string, unknown>;
+}
+
+/**
+ * On success, in the transaction that records it: execution evidence, then the capture of the serving
+ * listing's price (the rest of the hold, if the hold was for a dearer candidate, goes back to the
+ * buyer), or a release when the serving listing was free; then the outcome.
+ */
+export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Promise<void> {
+  const rows: NewEvidence[] = [
+    evidence(s.invocation, {
+      state: "execution",
+      source: "provider_response",
+      source_ref: s.attemptId,
+      amount_micros: null,
+      details: { listing_id: s.listingId, ...s.providerEvidence },
+    }),
+  ];
+  if (s.priceMicros > 0n) {
+    const capture: CaptureResult & { capturedMicros: bigint; returnedMicros: bigint } = await captureHold(
+      {
+        holdKey: holdKey(s.invocation.id),
+        idempotencyKey: captureKey(s.invocation.id),
+        sellerAgentId: s.sellerAgentId,
+        captureMicros: s.priceMicros,
+        metadata: { receipt_id: s.receiptId, listing_id: s.listingId },
+      },
+      trx,
+    );
+    rows.push(
+      evidence(s.invocation, {
+        state: "capture",
+        source: railOf(s.invocation).capture,
+        source_ref: capture.transactionId,
+        amount_micros: capture.capturedMicros,
+        details: {
+          receipt_id: s.receiptId,
+          listing_id: s.listingId,
+          seller_agent_id: s.sellerAgentId,
+          seller_micros: capture.sellerMicros.toString(),
+          platform_fee_micros: capture.feeMicros.toString(),
+          returned_to_buyer_micros: capture.returnedMicros.toString(),
+        },
+      }),
+    );
+  } else {
+    const released = await releaseHold(
+      {
+        holdKey: holdKey(s.invocation.id),
+        idempotencyKey: releaseKey(s.invocation.id),
+        metadata: { reason: "served_by_free_listing" },
+      },
+      trx,
+    );
+    rows.push(
+      evidence(s.invocation, {
+        state: "refund",
+        source: railOf(s.invocation).release,
+        source_ref: released.transactionId,
+        amount_micros: s.holdMicros,
+        details: { reason: "served_by_free_listing" },
+      }),
+    );
+  }
+  rows.push(
+    evidence(s.invocation, {
+      state: "outcome",
+      source: "invocation",
+      source_ref: s.invocation.id,
+      amount_micros: s.priceMicros,
+      details: { status: "succeeded", receipt_id: s.receiptId },
+    }),
+  );
+  await appendEvidence(trx, rows);
+}
+
+/** On failure, in the transaction that records it: the whole hold goes back, with refund evidence. */
+export async function releaseForFailure(
+  trx: Knex.Transaction,
+  invocation: PaidInvocation,
+  holdMicros: bigint,
+  error: InvocationError,
+): Promise<void> {
+  const released = await releaseHold(
+    {
+      holdKey: holdKey(invocation.id),
+      idempotencyKey: releaseKey(invocation.id),
+      metadata: { reason: error.code },
+    },
+    trx,
+  );
+  await appendEvidence(trx, [
+    evidence(invocation, {
+      state: "refund",
+      source: railOf(invocation).release,
+      source_ref: released.transactionId,
+      amount_micros: holdMicros,
+      details: { reason: error.code, message: error.message },
+    }),
+    evidence(invocation, {
+      state: "outcome",
+      source: "invocation",
+      source_ref: invocation.id,
+      amount_micros: 0n,
+      details: { status: "failed", error_code: error.code },
+    }),
+  ]);
+}
+
+/** The split a capture recorded (seller share and platform fee, in micros), or null when nothing was captured. */
+export function capturedSplit(rows: EvidenceRow[]): { sellerMicros: bigint; feeMicros: bigint } | null {
+  const capture = rows.find((r) => r.state === "capture");
+  if (!capture) return null;
+  const details = capture.details as Record<string, string | undefined>;
+  return {
+    sellerMicros: BigInt(details.seller_micros ?? "0"),
+    feeMicros: BigInt(details.platform_fee_micros ?? "0"),
+  };
+}
+
+/**
+ * The payment block of a status or receipt: amounts from evidence only, null + reason for the rest.
+ * Amount fields carry the unit in their names (held_usdc, or held_tusdc for the sandbox), so simulated
+ * units can never be read as USDC.
+ */
+export function paymentView(
+  holdMicros: bigint,
+  listedPriceMicros: bigint,
+  rows: EvidenceRow[],
+  currency: Currency = "USDC",
+): Record<string, unknown> {
+  const unit = amountSuffix(currency);
+  const sandbox = currency === "tUSDC" ? { simulated: true as const } : {};
+  const of = (state: EvidenceRow["state"]) => rows.find((r) => r.state === state);
+  const amount = (row: EvidenceRow | undefined) => (row?.amount_micros ? BigInt(row.amount_micros) : 0n);
+  const state = (name: EvidenceRow["state"], nullReason: string) => {
+    const row = of(name);
+    return row
+      ? {
+          [name]: {
+            at: row.created_at.toISOString(),
+            source: row.source,
+            source_ref: row.source_ref,
+            [`amount_${unit}`]: row.amount_micros === null ? null : formatUsdc(BigInt(row.amount_micros)),
+            details: row.details,
+          },
+          [`${name}_null_reason`]: null,
+        }
+      : { [name]: null, [`${name}_null_reason`]: nullReason };
+  };
+  if (holdMicros === 0n) {
+    return {
+      requires_payment: false,
+      currency,
+      ...sandbox,
+      [`listed_price_${unit}`]: formatUsdc(listedPriceMicros),
+      null_reason: "free_invocation_no_payment",
+    };
+  }
+  const capture = of("capture");
+  const refund = of("refund");
+  const split = capturedSplit(rows);
+  const details = (capture?.details ?? {}) as Record<string, string | undefined>;
+  return {
+    requires_payment: true,
+    currency,
+    ...sandbox,
+    [`listed_price_${unit}`]: formatUsdc(listedPriceMicros),
+    [`held_${unit}`]: formatUsdc(holdMicros),
+    [`charged_${unit}`]: formatUsdc(amount(capture)),
+    [`seller_share_${unit}`]: split ? formatUsdc(split.sellerMicros) : null,
+    [`platform_fee_${unit}`]: split ? formatUsdc(split.feeMicros) : null,
+    [`refunded_${unit}`]: refund
+      ? formatUsdc(amount(refund))
+      : capture
+        ? formatUsdc(BigInt(details.returned_to_buyer_micros ?? "0"))
+        : null,
+    state: capture ? "captured" : refund ? "released" : of("authorization") ? "held" : null,
+    evidence: {
+      ...state("authorization", "no_hold_recorded"),
+      ...state("execution", "no_successful_provider_response"),
+      ...state("capture", refund ? "released_not_captured" : "not_captured_yet"),
+      ...state("refund", capture ? "captured_not_refunded" : "not_released_yet"),
+      ...state("outcome", "invocation_not_finished"),
+    },
+    onchain_settlement: null,
+    onchain_settlement_null_reason:
+      currency === "USDC"
+        ? "prepaid_balance_call_settles_in_the_ledger_deposits_settled_on_chain"
+        : "sandbox_units_are_simulated_and_never_settle_on_chain",
+  };
+}

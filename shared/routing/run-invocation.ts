@@ -1,0 +1,341 @@
+import type { Knex } from "knex";
+import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
+import { db } from "../db/knex.js";
+import { returnDailySpend, settleDailySpend } from "../identity/index.js";
+import { micros } from "../kernel/money.js";
+import { logger } from "../log.js";
+import { retryTransient } from "../money/index.js";
+import type { QueuePayload } from "../queues.js";
+import { allowCall, recordCallOutcome } from "./circuit-breaker.js";
+import { acquireCallSlot } from "./listing-limits.js";
+import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
+import { callProvider, MAX_PROVIDER_LATENCY_MS, type ProviderResult } from "./provider-call.js";
+import {
+  type AttemptSnapshot,
+  abandonExpiredAttempts,
+  type CallTarget,
+  claimRun,
+  finishAttempt,
+  finishInvocation,
+  type InvocationError,
+  insertAttempt,
+  type RunClaim,
+  recordSuccess,
+} from "./store/invocations.js";
+
+// Running one invocation to its end, as the executions worker does for each job (docs/routing.md): the
+// order of candidates, fallback and retry, per-listing limits and the circuit breaker, and the
+// transactions that record the outcome with its money. The worker shell (workers/executions.ts) only
+// validates the job, delays a run that would overlap a live one, and composes this with the x402 edge.
+
+/**
+ * How an invocation paid at the x402 edge (no ledger hold) settles. The x402 context implements it; it
+ * sits above routing, so the executions worker passes it in rather than routing importing it.
+ */
+export interface EdgeSettlement {
+  /** True when the payment would lapse before a call of callMs and its settlement: do not call. */
+  tooLateToCall(invocationId: string, callMs: number): Promise<boolean>;
+  /** In the success transaction: records the served call; answers the payment id to settle, if any. */
+  recordServed(
+    trx: Knex.Transaction,
+    invocationId: string,
+    call: {
+      attemptId: string;
+      receiptId: string;
+      listingId: string;
+      providerEvidence: Record<string, unknown>;
+    },
+  ): Promise<string | undefined>;
+  /** After that commit: hands the payment to settlement. */
+  settleAfterCommit(paymentId: string): Promise<void>;
+  /** In the failure transaction: voids the payment of a failed invocation. */
+  recordFailed(trx: Knex.Transaction, invocationId: string, error: InvocationError): Promise<void>;
+}
+
+/** retry_policy.max_attempts (spec "Limits"): the number the listing record advertises, one source. */
+export const MAX_ATTEMPTS = ROUTER_MAX_ATTEMPTS;
+
+/** Time after a call's own timeout for its worker to record the result before the attempt expires. */
+export const ATTEMPT_MARGIN_MS = 2000;
+
+export type ExecutionOutcome = "succeeded" | "failed" | "already_finished";
+
+/**
+ * Another run of the same invocation has a call in flight (BullMQ delivers at least once). This run must
+ * not call the provider; it retries once the live attempt's deadline has passed.
+ */
+export class RunInProgress extends Error {
+  constructor(readonly retryAt: Date) {
+    super("another run of this invocation has a call in flight");
+  }
+}
+
+/**
+ * Ends an invocation as failed, once. When money was held for it, the hold is released with its refund
+ * evidence, and its key's daily reservation returned, in the same transaction: a failed call never
+ * charges or counts against a cap.
+ */
+export async function failInvocation(
+  invocationId: string,
+  error: LastFailure,
+  edge: EdgeSettlement,
+): Promise<ExecutionOutcome> {
+  const recorded = {
+    code: error.code,
+    message: error.message,
+    ...(error.retryAfterSeconds ? { retry_after_seconds: error.retryAfterSeconds } : {}),
+  };
+  const finished = await retryTransient(() =>
+    db().transaction(async (trx) => {
+      const row = await finishInvocation(trx, invocationId, { status: "failed", error: recorded });
+      const held = row ? micros(row.hold_micros) : 0n;
+      if (row && held > 0n) {
+        await releaseForFailure(trx, row, held, recorded);
+        await returnDailySpend(trx, row.id);
+      }
+      // An x402 call that failed is never settled: its payment is voided with that evidence.
+      if (row && row.agent_id === null) await edge.recordFailed(trx, row.id, recorded);
+      return row;
+    }),
+  );
+  return finished ? "failed" : "already_finished";
+}
+
+/**
+ * Records a successful call: the attempt, outcome and receipt in one statement; for paid work, in the
+ * same transaction, the capture of the serving listing's price and the evidence rows.
+ */
+async function succeed(
+  invocation: RunClaim["invocation"],
+  target: CallTarget,
+  attemptId: string,
+  result: Extract<ProviderResult, { ok: true }>,
+  edge: EdgeSettlement,
+): Promise<ExecutionOutcome> {
+  const price = chargeMicros(invocation, micros(target.price_micros));
+  const record = {
+    attemptId,
+    invocationId: invocation.id,
+    listingId: target.id,
+    amountMicros: price,
+    output: result.output,
+    httpStatus: result.evidence.http_status,
+    latencyMs: result.evidence.latency_ms,
+    evidence: { ...result.evidence, listing_id: target.id, provider_name: target.name },
+  };
+  const held = micros(invocation.hold_micros);
+  let edgePaymentId: string | undefined;
+  const receiptId =
+    invocation.route === "x402"
+      ? // Paid on chain, not from a hold: the settlement is queued in the same transaction as the result.
+        await retryTransient(() =>
+          db().transaction(async (trx) => {
+            const id = await recordSuccess(trx, record);
+            if (id) {
+              edgePaymentId = await edge.recordServed(trx, invocation.id, {
+                attemptId,
+                receiptId: id,
+                listingId: target.id,
+                providerEvidence: { ...result.evidence },
+              });
+            }
+            return id;
+          }),
+        )
+      : held === 0n
+        ? await recordSuccess(db(), record)
+        : await retryTransient(() =>
+            db().transaction(async (trx) => {
+              const id = await recordSuccess(trx, record);
+              if (id) {
+                await settleSuccess(trx, {
+                  invocation,
+                  attemptId,
+                  receiptId: id,
+                  listingId: target.id,
+                  sellerAgentId: target.seller_id,
+                  priceMicros: price,
+                  holdMicros: held,
+                  providerEvidence: { ...result.evidence },
+                });
+                await settleDailySpend(trx, invocation.id, price);
+              }
+              return id;
+            }),
+          );
+  if (edgePaymentId) await edge.settleAfterCommit(edgePaymentId);
+  return receiptId ? "succeeded" : "already_finished";
+}
+
+function callTimeoutMs(listing: CallTarget): number {
+  return Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS);
+}
+
+/** Inserts the next attempt, or throws RunInProgress when a concurrent run took that number first. */
+async function startAttempt(invocationId: string, attemptNo: number, listing: CallTarget) {
+  try {
+    return await insertAttempt(
+      db(),
+      { invocation_id: invocationId, attempt_no: attemptNo, listing_id: listing.id },
+      callTimeoutMs(listing) + ATTEMPT_MARGIN_MS,
+    );
+  } catch (error) {
+    if ((error as { code?: string }).code === "23505") {
+      throw new RunInProgress(new Date(Date.now() + callTimeoutMs(listing) + ATTEMPT_MARGIN_MS));
+    }
+    throw error;
+  }
+}
+
+/** Provider calls made so far, per listing: abandoned and running attempts may have reached it. */
+function callsByListing(attempts: AttemptSnapshot[]): Map<string, number> {
+  const calls = new Map<string, number>();
+  for (const a of attempts) {
+    if (a.status !== "skipped") calls.set(a.listing_id, (calls.get(a.listing_id) ?? 0) + 1);
+  }
+  return calls;
+}
+
+/**
+ * The next candidate to call: the best-ranked one not called yet (fallback), else the best-ranked
+ * safe_to_retry one (retry). A listing that is not safe_to_retry is never called twice; one refused by a
+ * limit in this run, or retired since submission, is passed over.
+ */
+export function nextTarget(
+  candidates: CallTarget[],
+  calls: Map<string, number>,
+  passedOver: Set<string>,
+): CallTarget | undefined {
+  const usable = candidates.filter((c) => c.status === "active" && !passedOver.has(c.id));
+  return usable.find((c) => !calls.has(c.id)) ?? usable.find((c) => c.safe_to_retry);
+}
+
+export interface LastFailure {
+  code: string;
+  message: string;
+  retryAfterSeconds?: number;
+}
+
+/**
+ * Runs one invocation to its end: marks it running, waits out any attempt another run still has in
+ * flight, closes attempts of dead workers as abandoned, then calls candidates in rank order (fallback
+ * for execute; one listing for direct invoke) — at most MAX_ATTEMPTS calls, never a second call to a
+ * listing that is not safe_to_retry, and only within each listing's rate and concurrency limits. Success
+ * records the attempt, the outcome and the receipt (for the listing that served) in one statement. Safe
+ * to run again, or twice at once, for the same id.
+ */
+export async function runInvocation(
+  payload: QueuePayload<"executions">,
+  edge: EdgeSettlement,
+): Promise<ExecutionOutcome> {
+  const claim = await claimRun(db(), payload.invocation_id, {
+    maxCallMs: MAX_PROVIDER_LATENCY_MS,
+    marginMs: ATTEMPT_MARGIN_MS,
+  });
+  if (!claim) return "already_finished";
+  const { invocation, candidates, attempts, firstAttempt } = claim;
+  if (candidates.length === 0)
+    return failInvocation(
+      invocation.id,
+      { code: "LISTING_NOT_FOUND", message: "no candidate listing remains" },
+      edge,
+    );
+  // No attempt existed, yet another run recorded attempt 1 in the same instant: its call is in flight.
+  if (attempts.length === 0 && !firstAttempt) {
+    throw new RunInProgress(new Date(Date.now() + callTimeoutMs(candidates[0]!) + ATTEMPT_MARGIN_MS));
+  }
+  const live = attempts.find((a) => a.live);
+  if (live) throw new RunInProgress(live.deadline_at ?? new Date(Date.now() + ATTEMPT_MARGIN_MS));
+  if (attempts.some((a) => a.status === "running")) await abandonExpiredAttempts(db(), invocation.id);
+
+  const calls = callsByListing(attempts);
+  const passedOver = new Set<string>();
+  let callsMade = [...calls.values()].reduce((n, c) => n + c, 0);
+  let attemptNo = attempts.length;
+  let reserved = firstAttempt;
+  let last: LastFailure | undefined;
+  while (callsMade < MAX_ATTEMPTS) {
+    const target = reserved ? candidates[0]! : nextTarget(candidates, calls, passedOver);
+    if (!target) break;
+    const attempt = reserved ?? (await startAttempt(invocation.id, attemptNo + 1, target));
+    attemptNo = reserved ? 1 : attemptNo + 1;
+    reserved = null;
+    if (target.status !== "active") {
+      passedOver.add(target.id);
+      await skipAttempt(attempt.id, "LISTING_NOT_INVOCABLE", "not called: the listing was retired");
+      continue;
+    }
+    if (!(await allowCall(target.id))) {
+      passedOver.add(target.id);
+      last = {
+        code: "PROVIDER_UNAVAILABLE",
+        message: "not called: the listing's circuit is open after repeated failures",
+      };
+      await skipAttempt(attempt.id, "PROVIDER_UNAVAILABLE", last.message);
+      continue;
+    }
+    if (invocation.route === "x402" && (await edge.tooLateToCall(invocation.id, callTimeoutMs(target)))) {
+      last = {
+        code: "TIMEOUT",
+        message:
+          "not called: the x402 payment authorization lapses before a settlement could be submitted; nothing is charged",
+      };
+      await skipAttempt(attempt.id, "TIMEOUT", last.message);
+      break;
+    }
+    const slot = await acquireCallSlot(target, callTimeoutMs(target) + ATTEMPT_MARGIN_MS);
+    if (!slot.ok) {
+      passedOver.add(target.id);
+      last = {
+        code: "RATE_LIMITED",
+        message: `not called: the listing's ${slot.reason.replace("_", " ")} was reached`,
+        retryAfterSeconds: slot.retryAfterSeconds,
+      };
+      await skipAttempt(attempt.id, "RATE_LIMITED", last.message);
+      continue;
+    }
+    calls.set(target.id, (calls.get(target.id) ?? 0) + 1);
+    callsMade += 1;
+    let result: ProviderResult;
+    try {
+      result = await callProvider(target, invocation, attemptNo);
+    } finally {
+      await slot.release();
+    }
+    await recordCallOutcome(target.id, result.ok).catch((err) =>
+      logger().warn({ err, listing_id: target.id }, "circuit breaker not updated"),
+    );
+    if (result.ok) return succeed(invocation, target, attempt.id, result, edge);
+    last = { code: result.code, message: result.message };
+    const recorded = await finishAttempt(db(), attempt.id, {
+      status: "failed",
+      error_code: result.code,
+      error_message: result.message,
+      http_status: result.httpStatus,
+      latency_ms: result.latencyMs,
+    });
+    if (!recorded) break;
+    // A short pause only before calling the same listing again; a fallback to another one goes at once.
+    const next = nextTarget(candidates, calls, passedOver);
+    if (next?.id === target.id) await new Promise((resolve) => setTimeout(resolve, 50 * callsMade));
+  }
+  return failInvocation(
+    invocation.id,
+    last ?? {
+      code: "PROVIDER_FAILED",
+      message:
+        "no candidate may be called again: calls were already made and the providers are not safe to retry",
+    },
+    edge,
+  );
+}
+
+async function skipAttempt(attemptId: string, code: string, message: string): Promise<void> {
+  await finishAttempt(db(), attemptId, {
+    status: "skipped",
+    error_code: code,
+    error_message: message,
+    http_status: null,
+    latency_ms: null,
+  });
+}

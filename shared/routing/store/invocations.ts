@@ -1,0 +1,370 @@
+import type { ListingRow } from "../../catalog/index.js";
+import type { Db } from "../../db/knex.js";
+
+/** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
+export type InvocationStatus = "awaiting_approval" | "queued" | "running" | "succeeded" | "failed";
+
+export interface InvocationError {
+  code: string;
+  message: string;
+  /** For RATE_LIMITED: when the limit that refused the call frees up. */
+  retry_after_seconds?: number;
+}
+
+export interface InvocationRow {
+  id: string;
+  /** null only for x402 invocations (route 'x402'): their buyer is the wallet in payer_address. */
+  agent_id: string | null;
+  api_key_id: string | null;
+  /** The x402 payer's address (lowercase); null on keyed routes (check constraint). */
+  payer_address: string | null;
+  listing_id: string;
+  task: string;
+  route: string;
+  input: Record<string, unknown>;
+  max_cost_micros: string | null;
+  price_micros: string;
+  hold_micros: string;
+  /** USDC, or tUSDC for sandbox (tumbler) invocations: the unit of price, hold, charge and receipt. */
+  currency: "USDC" | "tUSDC";
+  status: InvocationStatus;
+  candidate_ids: string[];
+  selection: Record<string, unknown> | null;
+  served_listing_id: string | null;
+  output: unknown;
+  error: InvocationError | null;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+}
+
+export interface AttemptRow {
+  id: string;
+  invocation_id: string;
+  attempt_no: number;
+  listing_id: string;
+  status: "running" | "succeeded" | "failed" | "abandoned" | "skipped";
+  error_code: string | null;
+  error_message: string | null;
+  http_status: number | null;
+  latency_ms: number | null;
+  started_at: Date;
+  finished_at: Date | null;
+  deadline_at: Date | null;
+}
+
+export const TERMINAL: readonly InvocationStatus[] = ["succeeded", "failed"];
+
+export type NewInvocation = Pick<InvocationRow, "id" | "listing_id" | "task" | "route" | "input"> & {
+  agent_id: string;
+  api_key_id: string;
+  max_cost_micros: bigint | null;
+  price_micros: bigint;
+  /** Held from the buyer for paid work; 0 (the default) for free work. */
+  hold_micros?: bigint;
+  /** USDC (the default); tUSDC only for route 'tumbler' (check constraint). */
+  currency?: InvocationRow["currency"];
+  /** Ranked fallback order (the chosen listing first); defaults to the listing alone. */
+  candidate_ids?: string[];
+  selection?: Record<string, unknown>;
+};
+
+/** An x402 invocation: no agent and no key (docs/x402.md "x402 gateway"), the payer's wallet instead. */
+export type NewX402Invocation = Omit<NewInvocation, "agent_id" | "api_key_id" | "route"> & {
+  route: "x402";
+  agent_id: null;
+  api_key_id: null;
+  payer_address: string;
+};
+
+/** A new invocation as the columns of its row (money as decimal strings, JSON as text). */
+export function invocationColumns(row: NewInvocation | NewX402Invocation) {
+  return {
+    ...row,
+    input: JSON.stringify(row.input),
+    max_cost_micros: row.max_cost_micros?.toString() ?? null,
+    price_micros: row.price_micros.toString(),
+    hold_micros: (row.hold_micros ?? 0n).toString(),
+    candidate_ids: row.candidate_ids ?? [row.listing_id],
+    selection: row.selection ? JSON.stringify(row.selection) : null,
+  };
+}
+
+/**
+ * Inserts an invocation and its outbox row (job id = invocation id) in one statement: atomic without
+ * an explicit transaction, and one round trip on the hot path.
+ */
+export async function insertInvocationWithJob(
+  q: Db,
+  row: NewInvocation | NewX402Invocation,
+  queue: string,
+): Promise<InvocationRow> {
+  const insert = q("invocations").insert(invocationColumns(row)).returning("*").toSQL();
+  const result = await q.raw(
+    `with inv as (${insert.sql}),
+     job as (
+       insert into job_outbox (queue, job_id, payload)
+       select ?, inv.id::text, jsonb_build_object('invocation_id', inv.id) from inv
+     )
+     select * from inv`,
+    [...insert.bindings, queue],
+  );
+  return result.rows[0] as InvocationRow;
+}
+
+/** An invocation with what its execute answer shows: receipt, the serving listing's names, attempt facts. */
+export interface InvocationSummary extends InvocationRow {
+  receipt_id: string | null;
+  receipt_amount_micros: string | null;
+  listing_name: string | null;
+  listing_slug: string | null;
+  attempt_count: number;
+  served_latency_ms: number | null;
+}
+
+/** Reads an invocation summary in one round trip (the execute answer's hot path). */
+export async function findInvocationSummary(q: Db, id: string): Promise<InvocationSummary | undefined> {
+  const result = await q.raw(
+    `select i.*, r.id as receipt_id, r.amount_micros as receipt_amount_micros,
+            l.name as listing_name, l.slug as listing_slug,
+            (select count(*)::int from invocation_attempts a where a.invocation_id = i.id) as attempt_count,
+            (select a.latency_ms from invocation_attempts a
+              where a.invocation_id = i.id and a.status = 'succeeded'
+              order by a.attempt_no desc limit 1) as served_latency_ms
+       from invocations i
+       left join listings l on l.id = coalesce(i.served_listing_id, i.listing_id)
+       left join receipts r on r.invocation_id = i.id
+      where i.id = ?`,
+    [id],
+  );
+  return result.rows[0] as InvocationSummary | undefined;
+}
+
+export async function findInvocation(q: Db, id: string): Promise<InvocationRow | undefined> {
+  return q<InvocationRow>("invocations").where({ id }).first();
+}
+
+/** Reads an invocation only if it belongs to the agent: another agent's id reads as absent. */
+export async function findOwnedInvocation(
+  q: Db,
+  id: string,
+  agentId: string,
+): Promise<InvocationRow | undefined> {
+  return q<InvocationRow>("invocations").where({ id, agent_id: agentId }).first();
+}
+
+/** What finishing an invocation hands back: who it was for and whether money was held for it. */
+export interface FinishedInvocation {
+  id: string;
+  agent_id: string | null;
+  hold_micros: string;
+  currency: InvocationRow["currency"];
+}
+
+/** queued|running → succeeded|failed, exactly once: undefined when another worker already finished it. */
+export async function finishInvocation(
+  q: Db,
+  id: string,
+  outcome: { status: "succeeded"; output: unknown } | { status: "failed"; error: InvocationError },
+): Promise<FinishedInvocation | undefined> {
+  const [row] = await q("invocations")
+    .where({ id })
+    .whereIn("status", ["queued", "running"])
+    .update({
+      status: outcome.status,
+      output: outcome.status === "succeeded" ? JSON.stringify(outcome.output) : null,
+      error: outcome.status === "failed" ? JSON.stringify(outcome.error) : null,
+      completed_at: q.fn.now(),
+    })
+    .returning(["id", "agent_id", "hold_micros", "currency"]);
+  return row as FinishedInvocation | undefined;
+}
+
+export async function listAttempts(q: Db, invocationId: string): Promise<AttemptRow[]> {
+  return q<AttemptRow>("invocation_attempts").where({ invocation_id: invocationId }).orderBy("attempt_no");
+}
+
+/** 'running' attempts past their deadline belong to a worker that died mid-call: closed as abandoned. */
+export async function abandonExpiredAttempts(q: Db, invocationId: string): Promise<number> {
+  return q("invocation_attempts")
+    .where({ invocation_id: invocationId, status: "running" })
+    .andWhere((w) => w.whereNull("deadline_at").orWhere("deadline_at", "<=", q.fn.now()))
+    .update({
+      status: "abandoned",
+      finished_at: q.fn.now(),
+      error_message: "worker stopped before the call returned",
+    });
+}
+
+/** Records an attempt before its call; UNIQUE(invocation_id, attempt_no) stops two runs taking one number. */
+export async function insertAttempt(
+  q: Db,
+  row: Pick<AttemptRow, "invocation_id" | "attempt_no" | "listing_id">,
+  deadlineMs: number,
+): Promise<AttemptRow> {
+  const [inserted] = await q<AttemptRow>("invocation_attempts")
+    .insert({ ...row, deadline_at: q.raw("now() + make_interval(secs => ?)", [deadlineMs / 1000]) as never })
+    .returning("*");
+  return inserted!;
+}
+
+/** running → its result; false when the attempt was no longer running (closed by another run). */
+export async function finishAttempt(
+  q: Db,
+  id: string,
+  result: Pick<AttemptRow, "status" | "error_code" | "error_message" | "http_status" | "latency_ms">,
+): Promise<boolean> {
+  const count = await q("invocation_attempts")
+    .where({ id, status: "running" })
+    .update({ ...result, finished_at: q.fn.now() });
+  return count === 1;
+}
+
+/** What a provider call needs of a candidate listing. */
+export interface CallTarget {
+  id: string;
+  name: string;
+  status: ListingRow["status"];
+  endpoint_url: string;
+  max_latency_ms: number;
+  safe_to_retry: boolean;
+  rate_limit: number;
+  concurrency_limit: number;
+  price_micros: string;
+  output_schema: Record<string, unknown> | null;
+  /** null for first-party listings: the platform is the seller. */
+  seller_id: string | null;
+}
+
+export interface AttemptSnapshot {
+  attempt_no: number;
+  listing_id: string;
+  status: AttemptRow["status"];
+  /** 'running' and inside its deadline: its call may still be in flight. */
+  live: boolean;
+  deadline_at: Date | null;
+}
+
+export interface RunClaim {
+  invocation: InvocationRow;
+  /** The ranked candidates, in the order the router may call them (one for direct invoke). */
+  candidates: CallTarget[];
+  /** Every attempt as it stood before this claim. */
+  attempts: AttemptSnapshot[];
+  /** Attempt 1 (for the first candidate), when this claim found no attempts and recorded it. */
+  firstAttempt: { id: string } | null;
+}
+
+/**
+ * Starts (or resumes) a run in one round trip: queued|running → running, the candidates to call (in
+ * rank order), a snapshot of every attempt taken at the same instant, and, when there were none,
+ * attempt 1 for the first candidate recorded before any call (deadline = its call timeout, capped at
+ * maxCallMs, plus marginMs). Undefined when the invocation already ended. ON CONFLICT leaves attempt 1
+ * to a concurrent run that took it first.
+ */
+export async function claimRun(
+  q: Db,
+  invocationId: string,
+  timing: { maxCallMs: number; marginMs: number },
+): Promise<RunClaim | undefined> {
+  const result = await q.raw(
+    `with inv as (
+       update invocations set status = 'running', started_at = coalesce(started_at, now())
+        where id = ? and status in ('queued', 'running')
+       returning *
+     ), snap as (
+       select coalesce(json_agg(json_build_object(
+                'attempt_no', a.attempt_no, 'listing_id', a.listing_id, 'status', a.status,
+                'deadline_at', a.deadline_at,
+                'live', a.status = 'running' and coalesce(a.deadline_at > now(), false))
+              order by a.attempt_no), '[]'::json) as attempts, count(*) as n
+         from invocation_attempts a where a.invocation_id = ?
+     ), cands as (
+       select coalesce(json_agg(json_build_object(
+                'id', l.id, 'name', l.name, 'status', l.status, 'endpoint_url', l.endpoint_url,
+                'max_latency_ms', l.max_latency_ms, 'safe_to_retry', l.safe_to_retry, 'rate_limit', l.rate_limit,
+                'concurrency_limit', l.concurrency_limit, 'price_micros', l.price_micros::text,
+                'output_schema', l.output_schema, 'seller_id', l.seller_id)
+              order by c.ord), '[]'::json) as list
+         from inv cross join lateral unnest(inv.candidate_ids) with ordinality as c(id, ord)
+         join listings l on l.id = c.id
+     ), first as (
+       insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
+       select inv.id, 1, l.id, now() + make_interval(secs => (least(l.max_latency_ms, ?) + ?) / 1000.0)
+         from inv join listings l on l.id = inv.candidate_ids[1], snap
+        where snap.n = 0
+       on conflict (invocation_id, attempt_no) do nothing
+       returning id
+     )
+     select inv.*, snap.attempts as attempt_snapshot, cands.list as candidate_list,
+            (select id from first) as first_attempt_id
+       from inv cross join snap cross join cands`,
+    [invocationId, invocationId, timing.maxCallMs, timing.marginMs],
+  );
+  const row = result.rows[0];
+  if (!row) return undefined;
+  const { attempt_snapshot, candidate_list, first_attempt_id, ...invocation } = row;
+  return {
+    invocation: invocation as InvocationRow,
+    candidates: candidate_list as CallTarget[],
+    attempts: (
+      attempt_snapshot as (Omit<AttemptSnapshot, "deadline_at"> & { deadline_at: string | null })[]
+    ).map((a) => ({ ...a, deadline_at: a.deadline_at ? new Date(a.deadline_at) : null })),
+    firstAttempt: first_attempt_id ? { id: first_attempt_id } : null,
+  };
+}
+
+export interface SuccessRecord {
+  attemptId: string;
+  invocationId: string;
+  /** The candidate that served, and its price: what the receipt charges. */
+  listingId: string;
+  amountMicros: bigint;
+  output: unknown;
+  httpStatus: number;
+  latencyMs: number;
+  evidence: Record<string, unknown>;
+}
+
+/**
+ * Records a successful call in one atomic statement: the attempt (only if still running), the
+ * invocation outcome (only if not ended, and only if the attempt was recorded), the receipt for the
+ * invocation's price, and the listing's runtime proof (last_success_at, refreshed at most once a minute). Returns the receipt id, or null when another run had already ended it.
+ */
+export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | null> {
+  const result = await q.raw(
+    `with att as (
+       update invocation_attempts
+          set status = 'succeeded', http_status = ?, latency_ms = ?, finished_at = now()
+        where id = ? and status = 'running'
+       returning id
+     ), inv as (
+       update invocations
+          set status = 'succeeded', output = ?::jsonb, completed_at = now(), served_listing_id = ?
+        where id = ? and status in ('queued', 'running') and exists (select 1 from att)
+       returning id, agent_id, currency
+     ), rec as (
+       insert into receipts (invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
+       select id, agent_id, ?, ?, currency, ?::jsonb from inv
+       returning id
+     ), proof as (
+       update listings set last_success_at = now()
+        where id = ? and exists (select 1 from inv)
+          and (last_success_at is null or last_success_at < now() - interval '1 minute')
+     )
+     select (select id from rec) as receipt_id`,
+    [
+      s.httpStatus,
+      s.latencyMs,
+      s.attemptId,
+      JSON.stringify(s.output ?? null),
+      s.listingId,
+      s.invocationId,
+      s.listingId,
+      s.amountMicros.toString(),
+      JSON.stringify(s.evidence),
+      s.listingId,
+    ],
+  );
+  return (result.rows[0]?.receipt_id as string | null) ?? null;
+}

@@ -1,0 +1,66 @@
+import type { Db } from "../../db/knex.js";
+
+export type QuoteRail = "x402" | "tumbler";
+
+export interface QuoteRow {
+  id: string;
+  rail: QuoteRail;
+  listing_id: string;
+  task: string;
+  agent_id: string | null;
+  amount_micros: string;
+  currency: "USDC" | "tUSDC";
+  network: string | null;
+  asset: string | null;
+  pay_to: string | null;
+  expires_at: Date;
+  used_at: Date | null;
+  invocation_id: string | null;
+  created_at: Date;
+}
+
+export type NewQuote = Pick<QuoteRow, "rail" | "listing_id" | "task" | "currency"> & {
+  agent_id?: string | null;
+  amount_micros: bigint;
+  network?: string | null;
+  asset?: string | null;
+  pay_to?: string | null;
+  ttlSeconds: number;
+};
+
+export async function insertQuote(q: Db, quote: NewQuote): Promise<QuoteRow> {
+  const { ttlSeconds, amount_micros, ...rest } = quote;
+  const [row] = await q<QuoteRow>("quotes")
+    .insert({
+      ...rest,
+      amount_micros: amount_micros.toString(),
+      expires_at: q.raw("now() + make_interval(secs => ?)", [ttlSeconds]),
+    } as never)
+    .returning("*");
+  return row!;
+}
+
+export async function findQuote(q: Db, id: string): Promise<QuoteRow | undefined> {
+  return q<QuoteRow>("quotes").where({ id }).first();
+}
+
+/**
+ * Marks a quote paid by an invocation, once: false when it was already used or has expired. Run it in
+ * the transaction that creates the invocation, so a quote can never pay for two.
+ */
+export async function useQuote(q: Db, id: string, invocationId: string): Promise<boolean> {
+  const count = await q("quotes")
+    .where({ id })
+    .whereNull("used_at")
+    .andWhere("expires_at", ">", q.fn.now())
+    .update({ used_at: q.fn.now(), invocation_id: invocationId });
+  return count === 1;
+}
+
+/** Deletes quotes never paid that expired more than `hours` ago (paid ones stay: payments point at them). */
+export async function deleteStaleQuotes(q: Db, hours: number): Promise<number> {
+  return q("quotes")
+    .whereNull("used_at")
+    .andWhere("expires_at", "<", q.raw("now() - make_interval(hours => ?)", [hours]))
+    .del();
+}

@@ -1,0 +1,329 @@
+import { randomUUID } from "node:crypto";
+import type { Job } from "bullmq";
+import { type ListingRow, requireListing } from "../catalog/index.js";
+import { getConfig } from "../config.js";
+import { db } from "../db/knex.js";
+import { AppError, paidExecutionUnavailable } from "../errors.js";
+import {
+  assertWithinSpendLimits,
+  isScopeExclusion,
+  type Principal,
+  reserveDailySpend,
+  scopeBlocked,
+  scopeExclusion,
+  scopesExcludeTask,
+  withinPerCallLimit,
+} from "../identity/index.js";
+import { inputMatches, validateListingInput } from "../kernel/json-schema.js";
+import { formatUsdc, micros, parseUsdc } from "../kernel/money.js";
+import { logger } from "../log.js";
+import { assertCustodyOpen, paidGate, retryTransient } from "../money/index.js";
+import { markJobSent } from "../outbox/index.js";
+import { enqueue, getQueueEvents } from "../queues.js";
+import { needsApproval, requestApproval } from "./approvals/approvals.js";
+import { openCircuits } from "./circuits.js";
+import { fingerprint, resolveReplay } from "./idempotency.js";
+import { holdForInvocation } from "./paid-invocations.js";
+import { type Candidate, candidateView, type Ranking, rankCandidates } from "./router.js";
+import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
+import { insertAwaitingInvocation } from "./store/approvals.js";
+import { claimIdempotencyKey, type IdempotencyRow } from "./store/idempotency.js";
+import {
+  findInvocation,
+  findInvocationSummary,
+  type InvocationRow,
+  type InvocationSummary,
+  insertInvocationWithJob,
+  type NewInvocation,
+} from "./store/invocations.js";
+
+/** The router keeps at most this many candidates per invocation (the chosen one and its fallbacks). */
+export const MAX_CANDIDATES = 3;
+
+export interface ExecuteRequest {
+  task: string;
+  input: Record<string, unknown>;
+  maxCostUsdc?: number;
+  idempotencyKey?: string;
+}
+
+export interface InvokeRequest {
+  input: Record<string, unknown>;
+  maxCostUsdc?: number;
+  idempotencyKey?: string;
+}
+
+export type Submission =
+  | { replayed: false; invocation: InvocationRow; job: Job | undefined }
+  | { replayed: true; invocation: InvocationRow };
+
+class KeyAlreadyClaimed extends Error {
+  constructor(readonly existing: IdempotencyRow) {
+    super("idempotency key already claimed");
+  }
+}
+
+function maxCost(usdc: number | undefined, path: string): bigint | null {
+  return usdc === undefined ? null : parseUsdc(usdc, path);
+}
+
+/**
+ * No eligible candidate: 503 when the gate is what stands in the way, 403 when the key's scopes are, else
+ * 404 with the reasons.
+ */
+function noCandidate(task: string, ranking: Ranking): AppError {
+  const gate = ranking.gate;
+  if (gate && !gate.enabled && ranking.excluded.some((e) => e.reason === "paid_execution_unavailable")) {
+    return paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
+  }
+  if (ranking.excluded.some((e) => isScopeExclusion(e.reason)))
+    return scopesExcludeTask(task, ranking.excluded);
+  return new AppError("LISTING_NOT_FOUND", `no eligible listing answers to task "${task}"`, {
+    task,
+    excluded: ranking.excluded.map((e) => ({ listing_id: e.listing.id, reason: e.reason })),
+    hint: "call GET /api/execute/match to see candidates, or use task 'echo' for the free check",
+  });
+}
+
+/**
+ * Accepts an execute request: ranks the listings answering to the task, validates the input against
+ * the top one's schema, keeps up to MAX_CANDIDATES-1 fallbacks whose schemas also accept it, and
+ * creates the invocation (see createInvocation).
+ */
+export async function submitExecution(
+  principal: Principal,
+  req: ExecuteRequest,
+  requestId: string,
+): Promise<Submission> {
+  const maxCostMicros = maxCost(req.maxCostUsdc, "/constraints/max_cost");
+  const policy = principal.policy;
+  const ranking = await rankCandidates(req.task, maxCostMicros, paidGate, openCircuits, {
+    policy,
+    buyerAgentId: principal.agentId,
+  });
+  const chosen = ranking.eligible[0];
+  assertNotOnlyOwnListings(req.task, ranking);
+  if (!chosen) throw noCandidate(req.task, ranking);
+  validateListingInput(chosen.listing, req.input);
+  // A fallback dearer than the key's per-call limit could never be charged: it is not kept.
+  const fallbacks = ranking.eligible
+    .slice(1)
+    .filter((c) => inputMatches(c.listing, req.input))
+    .filter((c) => withinPerCallLimit(policy, micros(c.listing.price_micros)))
+    .slice(0, MAX_CANDIDATES - 1);
+  const candidates: Candidate[] = [chosen, ...fallbacks];
+  await assertWithinSpendLimits(principal, highestPrice(candidates.map((c) => c.listing)));
+  return createInvocation(
+    principal,
+    {
+      route: "execute",
+      task: req.task,
+      input: req.input,
+      listing: chosen.listing,
+      candidateIds: candidates.map((c) => c.listing.id),
+      holdMicros: highestPrice(candidates.map((c) => c.listing)),
+      selection: {
+        strategy: "ranked_with_fallback",
+        reason: "highest score among eligible listings for the task (docs/routing.md)",
+        candidates: candidates.map((c, i) => candidateView(c, i + 1)),
+        excluded: ranking.excluded.map((e) => ({ listing_id: e.listing.id, reason: e.reason })),
+      },
+      maxCostMicros,
+      idempotencyKey: req.idempotencyKey,
+      operation: "POST /api/execute",
+      fingerprintPayload: { task: req.task, input: req.input, max_cost: req.maxCostUsdc ?? null },
+    },
+    requestId,
+  );
+}
+
+/** Why a listing cannot be invoked directly, or null when it can. */
+function notInvocable(listing: ListingRow): string | null {
+  if (listing.status !== "active") return "listing_retired";
+  if (listing.review_status !== "approved") return "listing_not_approved";
+  if (listing.verification_status === "failed") return "verification_failed";
+  return null;
+}
+
+/**
+ * Accepts a direct invoke: locked to one listing, never falling back (retries of the same listing only
+ * when it is safe_to_retry). Unknown → 404, not invocable → 422, paid while the gate is closed → 503.
+ */
+export async function submitInvoke(
+  principal: Principal,
+  listingId: string,
+  req: InvokeRequest,
+  requestId: string,
+): Promise<Submission> {
+  const listing = await requireListing(listingId);
+  assertNotOwnListing(principal, listing);
+  const blocked = notInvocable(listing);
+  if (blocked)
+    throw new AppError("LISTING_NOT_INVOCABLE", `this listing cannot be invoked: ${blocked}`, {
+      reason: blocked,
+    });
+  const scope = scopeExclusion(principal.policy, listing);
+  if (scope) throw scopeBlocked(listing, scope);
+  const maxCostMicros = maxCost(req.maxCostUsdc, "/max_cost");
+  const price = micros(listing.price_micros);
+  if (maxCostMicros !== null && price > maxCostMicros) {
+    throw new AppError("LISTING_NOT_INVOCABLE", "the listing's price is above max_cost", {
+      reason: "over_max_cost",
+      price_usdc: formatUsdc(price),
+      max_cost_usdc: formatUsdc(maxCostMicros),
+    });
+  }
+  if (price > 0n) {
+    const gate = await paidGate();
+    if (!gate.enabled) throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
+    await assertWithinSpendLimits(principal, price);
+  }
+  validateListingInput(listing, req.input);
+  return createInvocation(
+    principal,
+    {
+      route: "invoke",
+      task: listing.slug,
+      input: req.input,
+      listing,
+      candidateIds: [listing.id],
+      holdMicros: price,
+      selection: {
+        strategy: "direct_invoke",
+        reason: "locked to the requested listing; no fallback",
+        candidates: [],
+      },
+      maxCostMicros,
+      idempotencyKey: req.idempotencyKey,
+      operation: `POST /api/invoke/${listing.id}`,
+      fingerprintPayload: { input: req.input, max_cost: req.maxCostUsdc ?? null },
+    },
+    requestId,
+  );
+}
+
+interface NewWork {
+  route: "execute" | "invoke";
+  task: string;
+  input: Record<string, unknown>;
+  listing: ListingRow;
+  candidateIds: string[];
+  /** What to hold from the buyer: the highest candidate price (0 for free work). */
+  holdMicros: bigint;
+  selection: Record<string, unknown>;
+  maxCostMicros: bigint | null;
+  idempotencyKey: string | undefined;
+  operation: string;
+  fingerprintPayload: unknown;
+}
+
+/** The hold for a set of candidates: the dearest, so a fallback never needs a second hold. */
+function highestPrice(listings: ListingRow[]): bigint {
+  let highest = 0n;
+  for (const l of listings) {
+    const price = micros(l.price_micros);
+    if (price > highest) highest = price;
+  }
+  return highest;
+}
+
+/**
+ * Commits the invocation and its outbox row — with the idempotency claim and, for paid work, the
+ * custody check, the ledger hold with its authorization evidence and the key's daily reservation, all in
+ * one transaction — then enqueues after commit. A key seen before replays (or 409/422) instead; short
+ * funds → 402, over the daily cap → 429, and nothing is written. A purchase above the key's
+ * approval_above is committed as awaiting_approval with its approval instead of an outbox row, and
+ * nothing is enqueued (docs/payments.md "Approvals").
+ */
+async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
+  const invocationId = randomUUID();
+  const print = fingerprint(work.operation, work.fingerprintPayload);
+  const row: NewInvocation = {
+    id: invocationId,
+    agent_id: principal.agentId,
+    api_key_id: principal.apiKeyId,
+    listing_id: work.listing.id,
+    task: work.task,
+    route: work.route,
+    input: work.input,
+    max_cost_micros: work.maxCostMicros,
+    price_micros: micros(work.listing.price_micros),
+    hold_micros: work.holdMicros,
+    candidate_ids: work.candidateIds,
+    selection: work.selection,
+  };
+  const key = work.idempotencyKey;
+  const paid = work.holdMicros > 0n;
+  // Spend limits and approvals govern real money; sandbox units (tUSDC) are simulated.
+  const limited = paid && (row.currency ?? "USDC") === "USDC";
+  const awaiting = limited && needsApproval(principal.policy, work.holdMicros);
+  let invocation: InvocationRow;
+  try {
+    invocation =
+      key || paid
+        ? await retryTransient(() =>
+            db().transaction(async (trx) => {
+              if (paid) await assertCustodyOpen(trx);
+              const inserted = awaiting
+                ? await insertAwaitingInvocation(trx, row)
+                : await insertInvocationWithJob(trx, row, "executions");
+              if (key) {
+                // After the invocation row (the key references it); an already-claimed key rolls it back.
+                const claim = await claimIdempotencyKey(
+                  trx,
+                  { agent_id: principal.agentId, key, fingerprint: print, invocation_id: invocationId },
+                  getConfig().idempotencyRetentionHours,
+                );
+                if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
+              }
+              if (paid) {
+                await holdForInvocation(trx, inserted, work.holdMicros, {
+                  listedPriceMicros: micros(work.listing.price_micros),
+                  maxCostMicros: work.maxCostMicros,
+                  route: work.operation,
+                });
+              }
+              if (limited) await reserveDailySpend(trx, principal, invocationId, work.holdMicros);
+              if (awaiting) await requestApproval(trx, principal, invocationId, work.holdMicros, requestId);
+              return inserted;
+            }),
+          )
+        : await insertInvocationWithJob(db(), row, "executions");
+  } catch (error) {
+    if (!(error instanceof KeyAlreadyClaimed)) throw error;
+    const original = await findInvocation(db(), error.existing.invocation_id);
+    return { replayed: true, invocation: resolveReplay(error.existing, print, original!) };
+  }
+
+  if (awaiting) return { replayed: false, invocation, job: undefined };
+  return { replayed: false, invocation, job: await enqueueExecution(invocationId, requestId) };
+}
+
+/**
+ * Enqueues a committed invocation (its outbox row is already in PostgreSQL). If Redis fails, the outbox
+ * sweeper sends it later: undefined then, and the caller answers 202.
+ */
+export async function enqueueExecution(invocationId: string, requestId: string): Promise<Job | undefined> {
+  try {
+    const job = await enqueue("executions", invocationId, { invocation_id: invocationId });
+    markJobSent("executions", invocationId);
+    return job;
+  } catch (err) {
+    logger().warn(
+      { err, request_id: requestId, invocation_id: invocationId },
+      "enqueue failed; the sweeper will send it",
+    );
+    return undefined;
+  }
+}
+
+export async function awaitInvocation(submission: Submission, waitMs: number): Promise<InvocationSummary> {
+  if (!submission.replayed && submission.job && waitMs > 0) {
+    try {
+      await submission.job.waitUntilFinished(await getQueueEvents("executions"), waitMs);
+    } catch {
+      // Timed out or failed in the queue: the row below says which, and 202 covers the rest.
+    }
+  }
+  return (await findInvocationSummary(db(), submission.invocation.id))!;
+}

@@ -1,0 +1,801 @@
+import { randomUUID } from "node:crypto";
+import fc from "fast-check";
+import { afterAll, describe, expect, it } from "vitest";
+import { closeDb, db } from "../../shared/db/knex.js";
+import { AppError } from "../../shared/errors.js";
+import {
+  type AgentMovement,
+  captureHold,
+  creditDeposit,
+  findHold,
+  holdFunds,
+  postBond,
+  recordPayout,
+  releaseBond,
+  releaseHold,
+} from "../../shared/money/ledger/flows.js";
+import {
+  accountFor,
+  balances,
+  type Currency,
+  HoldAlreadyResolvedError,
+  type LedgerReference,
+  platformAccount,
+  postTransaction,
+} from "../../shared/money/ledger/ledger.js";
+import {
+  accountsOwnedBy,
+  countEntries,
+  entriesOfTransactions,
+  findTransactionByKey,
+  lockAccounts,
+  sumEntriesByCurrency,
+  transactionEntries,
+} from "../../shared/money/ledger/store.js";
+import { buildAgent } from "../helpers/factories.js";
+
+// Every test builds its own agents, so files and tests run in parallel on the shared database. The
+// platform accounts (revenue, chain clearing) are shared by everyone: tests read only the entries their
+// own transactions wrote on them, never those accounts' balances.
+
+afterAll(async () => {
+  await closeDb();
+});
+
+const ref = (id: string = randomUUID()): LedgerReference => ({ type: "test", id });
+const key = (label: string) => `test:${label}:${randomUUID()}`;
+
+/** A movement with a fresh reference and key. */
+function mv(
+  agentId: string,
+  amountMicros: bigint,
+  label: string,
+  currency: Currency = "USDC",
+): AgentMovement {
+  return { agentId, currency, amountMicros, reference: ref(), idempotencyKey: key(label) };
+}
+
+/** The agent's [available, held, payable, bonds]. */
+async function balancesOf(agentId: string, currency: Currency = "USDC"): Promise<bigint[]> {
+  const b = await balances(agentId, currency);
+  return [b.available, b.held, b.payable, b.bonds];
+}
+
+async function agentIds(n: number): Promise<string[]> {
+  return Promise.all(Array.from({ length: n }, async () => (await buildAgent("both")).agentId));
+}
+
+async function expectPaymentRequired(promise: Promise<unknown>): Promise<AppError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(AppError);
+  expect((error as AppError).code).toBe("PAYMENT_REQUIRED");
+  return error as AppError;
+}
+
+async function entryList(transactionId: string) {
+  return (await transactionEntries(db(), transactionId)).map((e) => [e.kind, e.amount_micros]);
+}
+
+describe("ledger flows", () => {
+  it("deposit, hold, capture with the 97/3 split and payout move exact amounts", async () => {
+    const [buyer, seller] = (await agentIds(2)) as [string, string];
+    const deposit = await creditDeposit(mv(buyer, 5_000_000n, "deposit"));
+    expect(deposit.replayed).toBe(false);
+    expect(await entryList(deposit.transactionId)).toEqual([
+      ["chain_clearing", -5_000_000n],
+      ["agent_available", 5_000_000n],
+    ]);
+    expect(await balancesOf(buyer)).toEqual([5_000_000n, 0n, 0n, 0n]);
+
+    const invocation = ref();
+    const holdKey = key("hold");
+    await holdFunds({ ...mv(buyer, 1_234_567n, "hold"), reference: invocation, idempotencyKey: holdKey });
+    expect(await balancesOf(buyer)).toEqual([3_765_433n, 1_234_567n, 0n, 0n]);
+    const hold = await findHold(holdKey);
+    expect(hold).toMatchObject({
+      agentId: buyer,
+      currency: "USDC",
+      amountMicros: 1_234_567n,
+      reference: invocation,
+    });
+
+    const captureKey = key("capture");
+    const capture = await captureHold({ holdKey, sellerAgentId: seller, idempotencyKey: captureKey });
+    // fee = floor(1_234_567 × 3 / 100) = floor(37_037.01) = 37_037; the seller gets the rest.
+    expect(capture).toMatchObject({ replayed: false, feeMicros: 37_037n, sellerMicros: 1_197_530n });
+    expect(await balancesOf(buyer)).toEqual([3_765_433n, 0n, 0n, 0n]);
+    expect(await balancesOf(seller)).toEqual([0n, 0n, 1_197_530n, 0n]);
+
+    const revenue = await platformAccount("platform_revenue", "USDC");
+    const entries = await transactionEntries(db(), capture.transactionId);
+    expect(entries.map((e) => [e.kind, e.owner_agent_id, e.amount_micros])).toEqual([
+      ["agent_held", buyer, -1_234_567n],
+      ["seller_payable", seller, 1_197_530n],
+      ["platform_revenue", null, 37_037n],
+    ]);
+    expect(entries[2]!.account_id).toBe(revenue.id);
+    for (const e of entries) expect(e.balance_after_micros).toBe(e.balance_before_micros + e.amount_micros);
+    expect(entries[0]).toMatchObject({ balance_before_micros: 1_234_567n, balance_after_micros: 0n });
+    expect(await findTransactionByKey(db(), captureKey)).toMatchObject({
+      id: capture.transactionId,
+      kind: "capture",
+      reference_type: invocation.type,
+      reference_id: invocation.id,
+      resolves_transaction_id: hold!.transactionId,
+      metadata: { hold_key: holdKey, seller_agent_id: seller, fee_micros: "37037", seller_micros: "1197530" },
+    });
+
+    const payout = await recordPayout(mv(seller, 1_197_530n, "payout"));
+    expect(await balancesOf(seller)).toEqual([0n, 0n, 0n, 0n]);
+    expect(await entryList(payout.transactionId)).toEqual([
+      ["seller_payable", -1_197_530n],
+      ["chain_clearing", 1_197_530n],
+    ]);
+    const error = await expectPaymentRequired(recordPayout(mv(seller, 1n, "payout")));
+    expect(error.details).toMatchObject({ account_kind: "seller_payable", available_usdc: "0.000000" });
+  });
+
+  it("a first-party capture (no seller) credits both parts to platform revenue, as two entries", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+    await creditDeposit(mv(buyer, 100n, "deposit"));
+    const hold = mv(buyer, 100n, "hold");
+    await holdFunds(hold);
+    const capture = await captureHold({
+      holdKey: hold.idempotencyKey,
+      sellerAgentId: null,
+      idempotencyKey: key("capture"),
+    });
+    expect(capture).toMatchObject({ feeMicros: 3n, sellerMicros: 97n });
+    const entries = await transactionEntries(db(), capture.transactionId);
+    expect(entries.map((e) => [e.kind, e.amount_micros])).toEqual([
+      ["agent_held", -100n],
+      ["platform_revenue", 97n],
+      ["platform_revenue", 3n],
+    ]);
+    // Two entries on one account chain their balances: the second starts where the first ended.
+    expect(entries[2]!.balance_before_micros).toBe(entries[1]!.balance_after_micros);
+  });
+
+  it("a capture too small to carry a fee writes no zero entry", async () => {
+    const [buyer, seller] = (await agentIds(2)) as [string, string];
+    await creditDeposit(mv(buyer, 33n, "deposit"));
+    const hold = mv(buyer, 33n, "hold");
+    await holdFunds(hold);
+    const capture = await captureHold({
+      holdKey: hold.idempotencyKey,
+      sellerAgentId: seller,
+      idempotencyKey: key("capture"),
+    });
+    expect(capture).toMatchObject({ feeMicros: 0n, sellerMicros: 33n });
+    expect(await entryList(capture.transactionId)).toEqual([
+      ["agent_held", -33n],
+      ["seller_payable", 33n],
+    ]);
+  });
+
+  it("release returns a hold to available; a hold resolves once, whichever way", async () => {
+    const [buyer, seller] = (await agentIds(2)) as [string, string];
+    await creditDeposit(mv(buyer, 1_000n, "deposit"));
+    const hold = mv(buyer, 400n, "hold");
+    await holdFunds(hold);
+    const holdKey = hold.idempotencyKey;
+    expect(await balancesOf(buyer)).toEqual([600n, 400n, 0n, 0n]);
+    const releaseKey = key("release");
+    const release = await releaseHold({ holdKey, idempotencyKey: releaseKey });
+    expect(release.replayed).toBe(false);
+    expect(await entryList(release.transactionId)).toEqual([
+      ["agent_held", -400n],
+      ["agent_available", 400n],
+    ]);
+    expect(await balancesOf(buyer)).toEqual([1_000n, 0n, 0n, 0n]);
+
+    // The same release again is a replay; a capture or a second release under another key is refused.
+    expect(await releaseHold({ holdKey, idempotencyKey: releaseKey })).toEqual({
+      transactionId: release.transactionId,
+      replayed: true,
+    });
+    await expect(
+      captureHold({ holdKey, sellerAgentId: seller, idempotencyKey: key("capture") }),
+    ).rejects.toBeInstanceOf(HoldAlreadyResolvedError);
+    await expect(releaseHold({ holdKey, idempotencyKey: key("release") })).rejects.toBeInstanceOf(
+      HoldAlreadyResolvedError,
+    );
+    expect(await balancesOf(buyer)).toEqual([1_000n, 0n, 0n, 0n]);
+    expect(await balancesOf(seller)).toEqual([0n, 0n, 0n, 0n]);
+    await expect(releaseHold({ holdKey: key("missing"), idempotencyKey: key("release") })).rejects.toThrow(
+      /no ledger hold/,
+    );
+  });
+
+  it("bonds move between available and bonds, and a bond larger than available is refused", async () => {
+    const [seller] = (await agentIds(1)) as [string];
+    await creditDeposit(mv(seller, 1_500_000n, "deposit"));
+    await postBond(mv(seller, 1_000_000n, "bond"));
+    expect(await balancesOf(seller)).toEqual([500_000n, 0n, 0n, 1_000_000n]);
+    const error = await expectPaymentRequired(postBond(mv(seller, 1_000_000n, "bond")));
+    expect(error.details).toMatchObject({
+      account_kind: "agent_available",
+      available_usdc: "0.500000",
+      required_usdc: "1.000000",
+    });
+    await releaseBond(mv(seller, 1_000_000n, "bond-release"));
+    expect(await balancesOf(seller)).toEqual([1_500_000n, 0n, 0n, 0n]);
+    await expectPaymentRequired(releaseBond(mv(seller, 1n, "bond-release")));
+  });
+
+  it("insufficient funds: PAYMENT_REQUIRED with the amounts, and nothing is written", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+    await creditDeposit(mv(buyer, 2_500_000n, "deposit"));
+    const accounts = [
+      (await accountFor(buyer, "agent_available", "USDC")).id,
+      (await accountFor(buyer, "agent_held", "USDC")).id,
+    ];
+    const entriesBefore = await countEntries(db(), accounts);
+    const hold = mv(buyer, 2_500_001n, "hold");
+
+    const error = await expectPaymentRequired(holdFunds(hold));
+    expect(error.message).toBe("insufficient funds");
+    expect(error.spec.status).toBe(402);
+    expect(error.details).toEqual({
+      account_kind: "agent_available",
+      currency: "USDC",
+      available_usdc: "2.500000",
+      required_usdc: "2.500001",
+    });
+    expect(await countEntries(db(), accounts)).toBe(entriesBefore);
+    expect(await findTransactionByKey(db(), hold.idempotencyKey)).toBeUndefined();
+    expect(await balancesOf(buyer)).toEqual([2_500_000n, 0n, 0n, 0n]);
+
+    // The refused key was never recorded, so it can be used once the funds are there.
+    await creditDeposit(mv(buyer, 1n, "deposit"));
+    expect((await holdFunds(hold)).replayed).toBe(false);
+    expect(await balancesOf(buyer)).toEqual([0n, 2_500_001n, 0n, 0n]);
+  });
+
+  it("an idempotency key posts once, also when the same post races itself", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+    const deposit = mv(buyer, 700n, "deposit");
+    const first = await creditDeposit(deposit);
+    expect(await creditDeposit(deposit)).toEqual({ transactionId: first.transactionId, replayed: true });
+    expect(await balancesOf(buyer)).toEqual([700n, 0n, 0n, 0n]);
+
+    const raced = mv(buyer, 700n, "deposit");
+    const results = await Promise.all(Array.from({ length: 8 }, () => creditDeposit(raced)));
+    expect(results.filter((r) => !r.replayed)).toHaveLength(1);
+    expect(new Set(results.map((r) => r.transactionId)).size).toBe(1);
+    expect(await balancesOf(buyer)).toEqual([1_400n, 0n, 0n, 0n]);
+
+    // The same key for a different movement is a programming error, not a replay.
+    await expect(creditDeposit({ ...deposit, amountMicros: 701n })).rejects.toThrow(/already used/);
+    await expect(holdFunds(deposit)).rejects.toThrow(/already used/);
+    expect(await balancesOf(buyer)).toEqual([1_400n, 0n, 0n, 0n]);
+  });
+
+  it("USDC and tUSDC never mix: separate balances, and a leg pair across currencies is refused", async () => {
+    const [agent, other] = (await agentIds(2)) as [string, string];
+    await creditDeposit(mv(agent, 10n, "deposit", "USDC"));
+    await creditDeposit(mv(agent, 99n, "deposit", "tUSDC"));
+    expect(await balancesOf(agent, "USDC")).toEqual([10n, 0n, 0n, 0n]);
+    expect(await balancesOf(agent, "tUSDC")).toEqual([99n, 0n, 0n, 0n]);
+
+    const usdc = await accountFor(agent, "agent_available", "USDC");
+    const tusdc = await accountFor(other, "agent_available", "tUSDC");
+    const entriesBefore = await countEntries(db(), [usdc.id, tusdc.id]);
+    const transferKey = key("transfer");
+    await expect(
+      postTransaction({
+        kind: "transfer",
+        idempotencyKey: transferKey,
+        legs: [
+          { account: usdc, amountMicros: -5n },
+          { account: tusdc, amountMicros: 5n },
+        ],
+      }),
+    ).rejects.toThrow(/cannot mix currencies/);
+    expect(await countEntries(db(), [usdc.id, tusdc.id])).toBe(entriesBefore);
+    expect(await findTransactionByKey(db(), transferKey)).toBeUndefined();
+    expect(await balancesOf(agent, "USDC")).toEqual([10n, 0n, 0n, 0n]);
+    expect(await balancesOf(other, "tUSDC")).toEqual([0n, 0n, 0n, 0n]);
+
+    // tUSDC funds never pay for a USDC hold, nor the other way round.
+    await expectPaymentRequired(holdFunds(mv(agent, 11n, "hold", "USDC")));
+    await expectPaymentRequired(holdFunds(mv(agent, 100n, "hold", "tUSDC")));
+  });
+
+  it("creates each account once, also when many callers ask for it at the same time", async () => {
+    const [agent] = (await agentIds(1)) as [string];
+    const accounts = await Promise.all(
+      Array.from({ length: 10 }, () => accountFor(agent, "agent_available", "tUSDC")),
+    );
+    expect(new Set(accounts.map((a) => a.id)).size).toBe(1);
+    expect(accounts[0]).toMatchObject({ owner_agent_id: agent, balance_micros: 0n, allow_negative: false });
+    const clearing = await Promise.all(
+      Array.from({ length: 5 }, () => platformAccount("chain_clearing", "tUSDC")),
+    );
+    expect(new Set(clearing.map((a) => a.id)).size).toBe(1);
+    expect(clearing[0]).toMatchObject({ owner_agent_id: null, allow_negative: true });
+  });
+
+  it("refuses legs that do not sum to zero, zero legs and single legs as programming errors", async () => {
+    const [agent] = (await agentIds(1)) as [string];
+    const a = await accountFor(agent, "agent_available", "USDC");
+    const b = await accountFor(agent, "agent_held", "USDC");
+    const post = (...legs: [{ id: string }, bigint][]) =>
+      postTransaction({
+        kind: "transfer",
+        idempotencyKey: key("bad"),
+        legs: legs.map(([account, amountMicros]) => ({ account, amountMicros })),
+      });
+    await expect(post([a, -5n], [b, 4n])).rejects.toThrow(/sum to zero/);
+    await expect(post([a, 0n], [b, 0n])).rejects.toThrow(/non-zero/);
+    await expect(post([a, 0n])).rejects.toThrow(/two legs/);
+    await expect(post([a, -1n], [{ id: randomUUID() }, 1n])).rejects.toThrow(/does not exist/);
+    await expect(holdFunds(mv(agent, 0n, "hold"))).rejects.toThrow(/positive/);
+    expect(await countEntries(db(), [a.id, b.id])).toBe(0);
+  });
+});
+
+describe("ledger inside a caller's transaction", () => {
+  it("commits and rolls back with the caller, and a refusal inside it leaves the caller's work intact", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+
+    const failed = mv(buyer, 500n, "deposit");
+    await expect(
+      db().transaction(async (trx) => {
+        await creditDeposit(failed, trx);
+        throw new Error("the caller failed after the deposit");
+      }),
+    ).rejects.toThrow(/caller failed/);
+    expect(await findTransactionByKey(db(), failed.idempotencyKey)).toBeUndefined();
+    expect(await balancesOf(buyer)).toEqual([0n, 0n, 0n, 0n]);
+
+    await db().transaction(async (trx) => {
+      await creditDeposit(mv(buyer, 100n, "deposit"), trx);
+      await expectPaymentRequired(holdFunds(mv(buyer, 101n, "hold"), trx));
+      await holdFunds(mv(buyer, 60n, "hold"), trx);
+      expect(await balances(buyer, "USDC", trx)).toMatchObject({ available: 40n, held: 60n });
+    });
+    expect(await balancesOf(buyer)).toEqual([40n, 60n, 0n, 0n]);
+  });
+
+  it("does not retry a caller's transaction: a deadlock reaches the caller, who decides", async () => {
+    const [left, right] = (await agentIds(2)) as [string, string];
+    const a = await accountFor(left, "agent_available", "USDC");
+    const b = await accountFor(right, "agent_available", "USDC");
+    await creditDeposit(mv(left, 10n, "deposit"));
+    await creditDeposit(mv(right, 10n, "deposit"));
+    // Each caller first locks one account of its own (outside the ledger's order), then posts a
+    // transfer over both: a lock cycle PostgreSQL breaks by failing one of them with 40P01.
+    let arrived = 0;
+    let release!: () => void;
+    const bothLocked = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const caller = (first: { id: string }, second: { id: string }) =>
+      db().transaction(async (trx) => {
+        await lockAccounts(trx, [first.id]);
+        if (++arrived === 2) release();
+        await bothLocked;
+        return postTransaction(
+          {
+            kind: "transfer",
+            idempotencyKey: key("transfer"),
+            legs: [
+              { account: first, amountMicros: -3n },
+              { account: second, amountMicros: 3n },
+            ],
+          },
+          trx,
+        );
+      });
+    const results = await Promise.allSettled([caller(a, b), caller(b, a)]);
+    const failed = results.filter((r) => r.status === "rejected");
+    expect(failed).toHaveLength(1);
+    expect((failed[0] as PromiseRejectedResult).reason).toMatchObject({ code: "40P01" });
+    const [leftAvailable] = await balancesOf(left);
+    const [rightAvailable] = await balancesOf(right);
+    expect(leftAvailable! + rightAvailable!).toBe(20n);
+    expect([7n, 13n]).toContain(leftAvailable);
+  });
+});
+
+describe("ledger under concurrency", () => {
+  it("N parallel spends of a whole balance: exactly one succeeds", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+    const whole = 3_000_000n;
+    await creditDeposit(mv(buyer, whole, "deposit"));
+    const results = await Promise.allSettled(
+      Array.from({ length: 20 }, () => holdFunds(mv(buyer, whole, "hold"))),
+    );
+    const ok = results.filter((r) => r.status === "fulfilled");
+    const refused = results.filter(
+      (r) => r.status === "rejected" && r.reason instanceof AppError && r.reason.code === "PAYMENT_REQUIRED",
+    );
+    expect(ok).toHaveLength(1);
+    expect(refused).toHaveLength(19);
+    expect(await balancesOf(buyer)).toEqual([0n, whole, 0n, 0n]);
+    const available = await accountFor(buyer, "agent_available", "USDC");
+    expect(await countEntries(db(), [available.id])).toBe(2);
+  });
+
+  it("opposing concurrent transfers end where they started", async () => {
+    const [left, right] = (await agentIds(2)) as [string, string];
+    const a = await accountFor(left, "agent_available", "USDC");
+    const b = await accountFor(right, "agent_available", "USDC");
+    await creditDeposit(mv(left, 50n, "deposit"));
+    await creditDeposit(mv(right, 50n, "deposit"));
+    const transfer = (from: { id: string }, to: { id: string }) =>
+      postTransaction({
+        kind: "transfer",
+        idempotencyKey: key("transfer"),
+        legs: [
+          { account: from, amountMicros: -5n },
+          { account: to, amountMicros: 5n },
+        ],
+      });
+    await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? transfer(a, b) : transfer(b, a))));
+    expect(await balancesOf(left)).toEqual([50n, 0n, 0n, 0n]);
+    expect(await balancesOf(right)).toEqual([50n, 0n, 0n, 0n]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// The model test: fast-check generates command sequences; each command runs a batch of operations
+// CONCURRENTLY against the real database. Which of them succeed depends on the interleaving, so the
+// check is: some serial order of the batch, applied to the model, gives exactly the observed outcomes.
+// The model then takes those effects (their sum does not depend on the order). After every step the
+// real balances must equal the model's, every transaction's entries sum to zero, the entries of this
+// run's transactions sum to zero per currency, no non-negative account is negative, and each account's
+// entries chain (before = previous after, last after = balance).
+
+const AGENTS = 3;
+const CURRENCIES: Currency[] = ["USDC", "tUSDC"];
+const AGENT_KINDS = ["agent_available", "agent_held", "seller_payable", "bonds"] as const;
+type AgentKind = (typeof AGENT_KINDS)[number];
+
+type Op =
+  | { t: "deposit" | "hold" | "bond" | "payout"; agent: number; cur: Currency; amount: bigint; key: string }
+  | { t: "transfer"; from: number; to: number; cur: Currency; amount: bigint; key: string }
+  | { t: "capture"; hold: string; seller: number | null; key: string }
+  | { t: "release"; hold: string; key: string };
+type Outcome = "ok" | "replayed" | "insufficient" | "resolved";
+
+interface HoldState {
+  agent: number;
+  cur: Currency;
+  amount: bigint;
+  resolved: boolean;
+}
+
+interface LedgerState {
+  balances: Map<string, bigint>; // `${agent}|${currency}|${kind}`
+  platform: Map<string, bigint>; // `${currency}|${kind}`: this run's effect on the shared accounts
+  holds: Map<string, HoldState>; // by hold key, in creation order
+  keys: Set<string>; // idempotency keys recorded
+}
+
+interface Model {
+  agents: string[];
+  state: LedgerState;
+  transactionIds: Set<string>;
+  nextKey: number;
+  tag: string;
+}
+
+const bKey = (agent: number, cur: Currency, kind: AgentKind) => `${agent}|${cur}|${kind}`;
+const get = (m: Map<string, bigint>, k: string) => m.get(k) ?? 0n;
+const add = (m: Map<string, bigint>, k: string, amount: bigint) => m.set(k, get(m, k) + amount);
+
+function cloneState(s: LedgerState): LedgerState {
+  return {
+    balances: new Map(s.balances),
+    platform: new Map(s.platform),
+    holds: new Map([...s.holds].map(([k, h]) => [k, { ...h }])),
+    keys: new Set(s.keys),
+  };
+}
+
+/** Applies one operation to the model, as the ledger must: the outcome it must report. */
+function simulate(s: LedgerState, op: Op): Outcome {
+  if (s.keys.has(op.key)) return "replayed";
+  const debit = (k: string, amount: bigint) => {
+    if (get(s.balances, k) < amount) return false;
+    add(s.balances, k, -amount);
+    return true;
+  };
+  switch (op.t) {
+    case "deposit":
+      add(s.platform, `${op.cur}|chain_clearing`, -op.amount);
+      add(s.balances, bKey(op.agent, op.cur, "agent_available"), op.amount);
+      break;
+    case "hold":
+      if (!debit(bKey(op.agent, op.cur, "agent_available"), op.amount)) return "insufficient";
+      add(s.balances, bKey(op.agent, op.cur, "agent_held"), op.amount);
+      s.holds.set(op.key, { agent: op.agent, cur: op.cur, amount: op.amount, resolved: false });
+      break;
+    case "bond":
+      if (!debit(bKey(op.agent, op.cur, "agent_available"), op.amount)) return "insufficient";
+      add(s.balances, bKey(op.agent, op.cur, "bonds"), op.amount);
+      break;
+    case "payout":
+      if (!debit(bKey(op.agent, op.cur, "seller_payable"), op.amount)) return "insufficient";
+      add(s.platform, `${op.cur}|chain_clearing`, op.amount);
+      break;
+    case "transfer":
+      if (!debit(bKey(op.from, op.cur, "agent_available"), op.amount)) return "insufficient";
+      add(s.balances, bKey(op.to, op.cur, "agent_available"), op.amount);
+      break;
+    case "capture":
+    case "release": {
+      const hold = s.holds.get(op.hold)!;
+      if (hold.resolved) return "resolved";
+      hold.resolved = true;
+      add(s.balances, bKey(hold.agent, hold.cur, "agent_held"), -hold.amount);
+      if (op.t === "release") {
+        add(s.balances, bKey(hold.agent, hold.cur, "agent_available"), hold.amount);
+      } else {
+        const fee = (hold.amount * 3n) / 100n;
+        add(s.platform, `${hold.cur}|platform_revenue`, fee);
+        if (op.seller === null) add(s.platform, `${hold.cur}|platform_revenue`, hold.amount - fee);
+        else add(s.balances, bKey(op.seller, hold.cur, "seller_payable"), hold.amount - fee);
+      }
+      break;
+    }
+  }
+  s.keys.add(op.key);
+  return "ok";
+}
+
+function* permutations<T>(items: T[]): Generator<T[]> {
+  if (items.length <= 1) {
+    yield items;
+    return;
+  }
+  for (let i = 0; i < items.length; i++) {
+    const rest = [...items.slice(0, i), ...items.slice(i + 1)];
+    for (const tail of permutations(rest)) yield [items[i]!, ...tail];
+  }
+}
+
+/** Runs one operation against the real ledger and reports its outcome. */
+async function execute(model: Model, op: Op): Promise<Outcome> {
+  const agent = (i: number) => model.agents[i]!;
+  const movement = (o: { agent: number; cur: Currency; amount: bigint; key: string }) => ({
+    agentId: agent(o.agent),
+    currency: o.cur,
+    amountMicros: o.amount,
+    reference: { type: "model", id: model.tag },
+    idempotencyKey: o.key,
+  });
+  try {
+    let result: { transactionId: string; replayed: boolean };
+    switch (op.t) {
+      case "deposit":
+        result = await creditDeposit(movement(op));
+        break;
+      case "hold":
+        result = await holdFunds(movement(op));
+        break;
+      case "bond":
+        result = await postBond(movement(op));
+        break;
+      case "payout":
+        result = await recordPayout(movement(op));
+        break;
+      case "transfer": {
+        const from = await accountFor(agent(op.from), "agent_available", op.cur);
+        const to = await accountFor(agent(op.to), "agent_available", op.cur);
+        result = await postTransaction({
+          kind: "transfer",
+          idempotencyKey: op.key,
+          reference: { type: "model", id: model.tag },
+          legs: [
+            { account: from, amountMicros: -op.amount },
+            { account: to, amountMicros: op.amount },
+          ],
+        });
+        break;
+      }
+      case "capture":
+        result = await captureHold({
+          holdKey: op.hold,
+          sellerAgentId: op.seller === null ? null : agent(op.seller),
+          idempotencyKey: op.key,
+        });
+        break;
+      case "release":
+        result = await releaseHold({ holdKey: op.hold, idempotencyKey: op.key });
+        break;
+    }
+    model.transactionIds.add(result.transactionId);
+    return result.replayed ? "replayed" : "ok";
+  } catch (error) {
+    if (error instanceof AppError && error.code === "PAYMENT_REQUIRED") return "insufficient";
+    if (error instanceof HoldAlreadyResolvedError) return "resolved";
+    throw error;
+  }
+}
+
+/** The real ledger, checked against the model after every step. */
+async function checkInvariants(model: Model): Promise<void> {
+  const q = db();
+  const accounts = await accountsOwnedBy(q, model.agents);
+  const actual = new Map<string, bigint>();
+  for (const account of accounts) {
+    const agent = model.agents.indexOf(account.owner_agent_id!);
+    actual.set(bKey(agent, account.currency, account.kind as AgentKind), account.balance_micros);
+    if (!account.allow_negative) expect(account.balance_micros >= 0n).toBe(true);
+  }
+  for (let agent = 0; agent < AGENTS; agent++) {
+    for (const cur of CURRENCIES) {
+      for (const kind of AGENT_KINDS) {
+        const k = bKey(agent, cur, kind);
+        expect(get(actual, k), k).toBe(get(model.state.balances, k));
+      }
+    }
+  }
+  const ids = [...model.transactionIds];
+  if (ids.length === 0) return;
+  const entries = await entriesOfTransactions(q, ids);
+  const perTransaction = new Map<string, bigint>();
+  const platform = new Map<string, bigint>();
+  const chain = new Map<string, bigint>();
+  for (const e of entries) {
+    add(perTransaction, e.transaction_id, e.amount_micros);
+    if (e.owner_agent_id === null) add(platform, `${e.currency}|${e.kind}`, e.amount_micros);
+    else {
+      // Agent accounts are this run's alone, so their entries all come from this run's transactions.
+      const previous = chain.get(e.account_id);
+      if (previous !== undefined) expect(e.balance_before_micros).toBe(previous);
+      chain.set(e.account_id, e.balance_after_micros);
+    }
+  }
+  expect(perTransaction.size).toBe(ids.length);
+  for (const [id, sum] of perTransaction) expect(sum, `transaction ${id}`).toBe(0n);
+  for (const k of new Set([...platform.keys(), ...model.state.platform.keys()])) {
+    expect(get(platform, k), k).toBe(get(model.state.platform, k));
+  }
+  for (const account of accounts) {
+    expect(chain.get(account.id) ?? 0n).toBe(account.balance_micros);
+  }
+  for (const [cur, sum] of await sumEntriesByCurrency(q, ids)) expect(sum, cur).toBe(0n);
+}
+
+type Template =
+  | { t: "deposit" | "hold" | "bond" | "payout"; agent: number; cur: Currency; amount: bigint }
+  | { t: "transfer"; from: number; shift: number; cur: Currency; amount: bigint }
+  | { t: "capture"; holdIndex: number; seller: number | null }
+  | { t: "release"; holdIndex: number };
+
+class BatchCommand implements fc.AsyncCommand<Model, null> {
+  constructor(
+    readonly label: string,
+    readonly templates: Template[],
+    readonly replayFirst: boolean,
+  ) {}
+
+  check(model: Readonly<Model>): boolean {
+    const needsHold = this.templates.some((t) => t.t === "capture" || t.t === "release");
+    return !needsHold || openHolds(model.state).length > 0;
+  }
+
+  async run(model: Model): Promise<void> {
+    const open = openHolds(model.state);
+    const ops: Op[] = this.templates.map((t) => {
+      const k = `${model.tag}:${model.nextKey++}`;
+      switch (t.t) {
+        case "capture":
+          return { t: "capture", hold: open[t.holdIndex % open.length]!, seller: t.seller, key: k };
+        case "release":
+          return { t: "release", hold: open[t.holdIndex % open.length]!, key: k };
+        case "transfer":
+          return {
+            t: "transfer",
+            from: t.from,
+            to: (t.from + t.shift) % AGENTS,
+            cur: t.cur,
+            amount: t.amount,
+            key: k,
+          };
+        default:
+          return { ...t, key: k };
+      }
+    });
+    if (this.replayFirst) ops.push({ ...ops[0]! });
+
+    const observed = await Promise.all(ops.map((op) => execute(model, op)));
+
+    let next: LedgerState | undefined;
+    for (const order of permutations(ops.map((_, i) => i))) {
+      const candidate = cloneState(model.state);
+      if (order.every((i) => simulate(candidate, ops[i]!) === observed[i])) {
+        next = candidate;
+        break;
+      }
+    }
+    expect(next, `no serial order explains ${JSON.stringify(observed)} for ${this.toString()}`).toBeDefined();
+    model.state = next!;
+    await checkInvariants(model);
+  }
+
+  toString(): string {
+    const show = (t: Template) => JSON.stringify(t, (_, v) => (typeof v === "bigint" ? `${v}n` : v));
+    return `${this.label}${this.replayFirst ? "+replay" : ""}[${this.templates.map(show).join(",")}]`;
+  }
+}
+
+function openHolds(s: LedgerState): string[] {
+  return [...s.holds].filter(([, h]) => !h.resolved).map(([k]) => k);
+}
+
+const agentArb = fc.integer({ min: 0, max: AGENTS - 1 });
+const curArb = fc.constantFrom<Currency>(...CURRENCIES);
+const amountArb = (max: bigint) => fc.bigInt({ min: 1n, max });
+const simple = (t: "deposit" | "hold" | "bond" | "payout", max: bigint) =>
+  fc.record({ t: fc.constant(t), agent: agentArb, cur: curArb, amount: amountArb(max) });
+const captureT = fc.record({
+  t: fc.constant("capture" as const),
+  holdIndex: fc.nat({ max: 3 }),
+  seller: fc.option(agentArb, { nil: null }),
+});
+const releaseT = fc.record({ t: fc.constant("release" as const), holdIndex: fc.nat({ max: 3 }) });
+const transferT = fc.record({
+  t: fc.constant("transfer" as const),
+  from: agentArb,
+  shift: fc.integer({ min: 1, max: AGENTS - 1 }),
+  cur: curArb,
+  amount: amountArb(400n),
+});
+
+const batch = (label: string, template: fc.Arbitrary<Template>) =>
+  fc
+    .tuple(fc.array(template, { minLength: 2, maxLength: 4 }), fc.boolean())
+    .map(([templates, replay]) => new BatchCommand(label, templates, replay && templates.length < 4));
+
+const commandArbs = [
+  batch("deposit", simple("deposit", 1_000n)),
+  batch("hold", simple("hold", 400n)),
+  batch("hold", simple("hold", 400n)),
+  batch("capture", fc.oneof({ arbitrary: captureT, weight: 3 }, { arbitrary: releaseT, weight: 1 })),
+  batch("release", fc.oneof({ arbitrary: releaseT, weight: 3 }, { arbitrary: captureT, weight: 1 })),
+  batch("bond", simple("bond", 300n)),
+  batch("payout", simple("payout", 300n)),
+  batch("transfer", transferT),
+];
+
+describe("ledger model (fast-check, real concurrency)", () => {
+  it("after every step: balances equal the model, Σ = 0, no negative balance", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.commands(commandArbs, { maxCommands: 25, size: "max" }), async (commands) => {
+        const setup = async () => {
+          const model: Model = {
+            agents: await agentIds(AGENTS),
+            state: { balances: new Map(), platform: new Map(), holds: new Map(), keys: new Set<string>() },
+            transactionIds: new Set<string>(),
+            nextKey: 0,
+            tag: `model-${randomUUID()}`,
+          };
+          // Every agent starts with some funds in each currency, so most commands have something to move.
+          for (let agent = 0; agent < AGENTS; agent++) {
+            for (const cur of CURRENCIES) {
+              const op: Op = {
+                t: "deposit",
+                agent,
+                cur,
+                amount: 1_000n,
+                key: `${model.tag}:seed:${agent}:${cur}`,
+              };
+              expect(await execute(model, op)).toBe(simulate(model.state, op));
+            }
+          }
+          return { model, real: null };
+        };
+        await fc.asyncModelRun(setup, commands);
+      }),
+      { numRuns: 20 },
+    );
+  }, 60_000);
+});
