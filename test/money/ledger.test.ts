@@ -274,6 +274,23 @@ describe("ledger flows", () => {
     expect(await balancesOf(buyer)).toEqual([1_400n, 0n, 0n, 0n]);
   });
 
+  it("a release or capture racing itself under one key resolves the hold once and replays, never 'resolved'", async () => {
+    const [buyer, seller] = (await agentIds(2)) as [string, string];
+    await creditDeposit(mv(buyer, 100_000n, "deposit"));
+    for (let round = 0; round < 200; round++) {
+      const hold = mv(buyer, 100n, "hold");
+      await holdFunds(hold);
+      const resolveKey = key("resolve");
+      const resolve = () =>
+        round % 2 === 0
+          ? releaseHold({ holdKey: hold.idempotencyKey, idempotencyKey: resolveKey })
+          : captureHold({ holdKey: hold.idempotencyKey, sellerAgentId: seller, idempotencyKey: resolveKey });
+      const results = await Promise.all(Array.from({ length: 4 }, resolve));
+      expect(results.filter((r) => !r.replayed)).toHaveLength(1);
+      expect(new Set(results.map((r) => r.transactionId)).size).toBe(1);
+    }
+  });
+
   it("USDC and tUSDC never mix: separate balances, and a leg pair across currencies is refused", async () => {
     const [agent, other] = (await agentIds(2)) as [string, string];
     await creditDeposit(mv(agent, 10n, "deposit", "USDC"));

@@ -148,8 +148,19 @@ export async function postTransaction(
   trx?: Knex.Transaction,
 ): Promise<PostResult> {
   checkLegs(input);
-  if (trx) return trx.transaction((savepoint) => post(savepoint, input));
-  return retryTransient(() => db().transaction((own) => post(own, input)));
+  try {
+    if (trx) return await trx.transaction((savepoint) => post(savepoint, input));
+    return await retryTransient(() => db().transaction((own) => post(own, input)));
+  } catch (error) {
+    if (!(error instanceof HoldAlreadyResolvedError)) throw error;
+    // Two posts of one key that resolve one hold, at once: both pass the key check before either has
+    // inserted, and the loser can meet the resolves-once index before the key's. Then the hold was
+    // resolved by this very key, so the answer is the replay. Once the winner has committed (the loser
+    // waited for it), its key is visible: READ COMMITTED reads it afresh.
+    if (!(await findTransactionByKey(trx ?? db(), input.idempotencyKey))) throw error;
+    if (trx) return trx.transaction((savepoint) => replay(savepoint, input));
+    return db().transaction((own) => replay(own, input));
+  }
 }
 
 async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
