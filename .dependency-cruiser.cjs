@@ -17,6 +17,7 @@ const CONTEXTS = {
   routing: ["audit", "outbox", "identity", "money", "catalog"],
   x402: ["audit", "outbox", "identity", "money", "catalog", "routing", "tools"],
   sandbox: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402"],
+  discovery: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402", "tools"],
 };
 const NAMES = Object.keys(CONTEXTS);
 const ANY_CONTEXT = `^shared/(${NAMES.join("|")})/`;

@@ -50,7 +50,8 @@ export function allRoutes(): RouteDef[] {
     ...jwksRoutes,
     // The local chain's info and faucet exist only under DEV_CHAIN=1 (docs/payments.md "DEV_CHAIN=1").
     ...(getConfig().devChain ? devRoutes : []),
-    ...discoveryRoutes(allRoutes),
+    // The MCP transport is not mounted yet (docs/discovery.md): its server.json is served once it is.
+    ...discoveryRoutes(allRoutes, { mcp: false }),
   ];
 }
 

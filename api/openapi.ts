@@ -5,7 +5,7 @@ import { ErrorEnvelope } from "../shared/kernel/wire.js";
 import type { RouteDef } from "./route.js";
 
 /** TypeBox schemas carry symbol keys; a JSON round trip leaves plain JSON Schema. */
-function plain(schema: TSchema): Record<string, unknown> {
+export function plain(schema: TSchema): Record<string, unknown> {
   return JSON.parse(JSON.stringify(schema));
 }
 
@@ -62,8 +62,7 @@ function errorResponse(code: keyof typeof ERRORS) {
 }
 
 /** The OpenAPI 3.1 document, generated from the same declarations that route and validate requests. */
-export function buildOpenApi(routes: RouteDef[]) {
-  const config = getConfig();
+export function buildOpenApi(routes: RouteDef[], baseUrl: string = getConfig().publicBaseUrl) {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const def of routes) {
     paths[def.path] ??= {};
@@ -78,7 +77,18 @@ export function buildOpenApi(routes: RouteDef[]) {
         "Marketplace and task router for software agents. Every error uses the ErrorEnvelope schema; " +
         "error codes, retryability, buyer actions and fallbacks are listed in x-error-codes.",
     },
-    servers: [{ url: config.publicBaseUrl }],
+    servers: [{ url: baseUrl }],
+    // Payment discovery (docs/discovery.md "OpenAPI for payment discovery"): the MPP draft reads
+    // x-service-info, x402scan reads x-discovery; paid operations carry x-payment-info in both dialects.
+    "x-service-info": {
+      categories: ["agent-marketplace", "task-routing", "payments"],
+      docs: {
+        apiReference: `${baseUrl}/openapi.json`,
+        homepage: `${baseUrl}/api/quickstart`,
+        llms: `${baseUrl}/llms.txt`,
+      },
+    },
+    "x-discovery": { ownershipProofs: [], llmsTxtUrl: `${baseUrl}/llms.txt` },
     paths,
     components: {
       securitySchemes: {

@@ -65,6 +65,7 @@ export interface Config {
   payoutSweepIntervalMs: number;
   payoutPauseAfterSignMs: number;
   keylessRequestsPerMinute: number;
+  discoveryCacheSeconds: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -541,6 +542,13 @@ export const SETTINGS = {
     "per client IP and route, for keyless routes that write rows (registration, x402 quotes and challenges)",
     1,
     1_000_000,
+  ),
+  discoveryCacheSeconds: int(
+    "DISCOVERY_CACHE_SECONDS",
+    30,
+    "how long the discovery documents (llms.txt, agent card, index…) are served from one snapshot, whose hashes /api/index.json lists",
+    1,
+    3600,
   ),
 } as const;
 

@@ -4,7 +4,7 @@
 
 export { catalogPage, listingRecordById, listingRecords, marketDocument } from "./catalog.js";
 export { requireListing } from "./listing-lookup.js";
-export { ROUTER_MAX_ATTEMPTS } from "./listing-record/index.js";
+export { PLATFORM_MAX_LATENCY_MS, ROUTER_MAX_ATTEMPTS } from "./listing-record/index.js";
 export { walletPricing } from "./pricing.js";
 export {
   CatalogQuery,

@@ -28,7 +28,7 @@ export {
 export { matchProviders } from "./match.js";
 export { holdForInvocation } from "./paid-invocations.js";
 export { processHealthProbe, processProbeSweep, scheduleProbeSweep } from "./probe-sweep.js";
-export { publishedJwks } from "./request-signing.js";
+export { activeSigningKey, publishedJwks } from "./request-signing.js";
 export { candidateView, rankCandidates } from "./router.js";
 export type { EdgeSettlement } from "./run-invocation.js";
 export { failInvocation, RunInProgress, runInvocation } from "./run-invocation.js";
