@@ -102,7 +102,7 @@ function commandOf(pid: number): string {
 
 async function startAndWaitHealthy(
   env: Record<string, string> = {},
-): Promise<{ started: Started; pids: number[] }> {
+): Promise<{ started: Started; pids: number[]; port: number }> {
   const port = await freePort();
   const started = npmStart({ PORT: String(port), HOST: "127.0.0.1", ...env });
   const healthy = waitFor(
@@ -118,7 +118,7 @@ async function startAndWaitHealthy(
     throw new Error(`${error}\n--- output ---\n${started.output()}`);
   });
   const pids = descendants(started.npm.pid as number);
-  return { started, pids };
+  return { started, pids, port };
 }
 
 async function expectCleanStop(started: Started, pids: number[]): Promise<void> {
@@ -133,10 +133,23 @@ async function expectCleanStop(started: Started, pids: number[]): Promise<void> 
 
 describe("npm start stops cleanly", () => {
   it("stops API, workers, embedded PostgreSQL and redis-server on SIGTERM to npm, exit 0", async () => {
-    const { started, pids } = await startAndWaitHealthy();
+    const { started, pids, port } = await startAndWaitHealthy();
     const names = pids.map(commandOf).join("\n");
     expect(names).toMatch(/postgres/);
     expect(names).toMatch(/redis-server/);
+    // On this install (embedded PostgreSQL, a fresh database in CI) every discovery document answers,
+    // validates and links only to URLs that resolve (docs/discovery.md "The self-check").
+    const check = await fetch(`http://127.0.0.1:${port}/api/discovery/check`);
+    const report = (await check.json()) as {
+      ok: boolean;
+      documents: { ok: boolean }[];
+      links: { ok: boolean }[];
+    };
+    expect(
+      [...report.documents, ...report.links].filter((d) => !d.ok),
+      started.output(),
+    ).toEqual([]);
+    expect(report.ok).toBe(true);
     started.stop((pid) => process.kill(pid, "SIGTERM"));
     await expectCleanStop(started, pids);
   }, 90_000);
