@@ -1,6 +1,7 @@
 import Router from "@koa/router";
 import Koa from "koa";
 import { getConfig } from "../shared/config.js";
+import { mcpMiddleware } from "./mcp/mount.js";
 import { errors } from "./middleware/errors.js";
 import { jsonBody } from "./middleware/json-body.js";
 import { requestId } from "./middleware/request-id.js";
@@ -50,8 +51,8 @@ export function allRoutes(): RouteDef[] {
     ...jwksRoutes,
     // The local chain's info and faucet exist only under DEV_CHAIN=1 (docs/payments.md "DEV_CHAIN=1").
     ...(getConfig().devChain ? devRoutes : []),
-    // The MCP transport is not mounted yet (docs/discovery.md): its server.json is served once it is.
-    ...discoveryRoutes(allRoutes, { mcp: false }),
+    // The MCP transport is mounted beside these routes (createApp): discovery documents describe it.
+    ...discoveryRoutes(allRoutes, { mcp: true }),
   ];
 }
 
@@ -64,6 +65,8 @@ export function createApp(): Koa<AppState> {
   app.use(requestId as Koa.Middleware<AppState>);
   app.use(errors as Koa.Middleware<AppState>);
   app.use(jsonBody as Koa.Middleware<AppState>);
+  // /mcp: MCP tools over Streamable HTTP, each a call to one of these routes (docs/mcp.md).
+  app.use(mcpMiddleware(allRoutes) as unknown as Koa.Middleware<AppState>);
   app.use(router.routes());
   // Not `throw: true`: then @koa/router would skip the Allow header; the error middleware renders 405/501.
   app.use(router.allowedMethods());

@@ -17,6 +17,7 @@ export {
 export { purgeStaleQuotes } from "./challenge.js";
 export { executeQuote, invokeListing } from "./gateway.js";
 export { paymentNetworkRecord } from "./info.js";
+export { canonicalJson, parseWwwAuthenticate } from "./mpp.js";
 export { x402EdgeSettlement } from "./payments.js";
 export {
   InvocationParams,

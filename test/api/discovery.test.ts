@@ -4,6 +4,8 @@ import { createLocalJWKSet, flattenedVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { discoveryCheck, type FetchPath } from "../../shared/discovery/index.js";
+import { MCP_SERVER_JSON_SCHEMA } from "../../shared/discovery/standards/mcp-server-json.js";
+import { createAjv } from "../../shared/kernel/json-schema.js";
 import { buildListing } from "../helpers/factories.js";
 import { api } from "../helpers/http.js";
 import { waitFor } from "../helpers/processes.js";
@@ -26,6 +28,7 @@ const DOCUMENTS: [string, string][] = [
   ["/.well-known/agent-marketplace.json", "application/json"],
   ["/.well-known/agent-card.json", "application/json"],
   ["/.well-known/x402/service.json", "application/json"],
+  ["/.well-known/mcp/server.json", "application/json"],
   ["/openapi.json", "application/json"],
   ["/openapi.yaml", "application/yaml"],
 ];
@@ -68,11 +71,14 @@ describe("the discovery paths", () => {
     expect(entry.invoke.x402.url).toBe(`${base}/api/x402/invoke/${listing.id}`);
   });
 
-  it("do not serve an MCP server.json while no MCP transport is mounted", async () => {
-    expect((await api("GET", "/.well-known/mcp/server.json")).status).toBe(404);
+  it("serve the MCP server.json for our /mcp, valid for the registry's schema", async () => {
+    const res = await api("GET", "/.well-known/mcp/server.json");
+    expect(res.status).toBe(200);
+    expect(res.body.remotes[0]).toMatchObject({ type: "streamable-http", url: `${base}/mcp` });
+    const validate = createAjv().compile(MCP_SERVER_JSON_SCHEMA);
+    expect(validate(res.body), JSON.stringify(validate.errors)).toBe(true);
     const descriptor = await api("GET", "/.well-known/agent-marketplace.json");
-    expect(descriptor.body.entry_points.mcp).toBeNull();
-    expect(descriptor.body.entry_points.mcp_null_reason).toBe("mcp_transport_not_served");
+    expect(descriptor.body.entry_points.mcp).toBe(`${base}/mcp`);
   });
 
   it("answer HEAD with the headers and no body, and 304 to a matching If-None-Match", async () => {
@@ -238,7 +244,7 @@ describe("links and the self-check", () => {
   });
 
   it("reports a deliberately broken document as failed, with the reason", async () => {
-    const sources = { baseUrl: base, routes: [], mcp: false };
+    const sources = { baseUrl: base, routes: [], mcp: true };
     const honest: FetchPath = async (path) => {
       const res = await fetch(`${base}${path}`);
       return { status: res.status, contentType: res.headers.get("content-type"), body: await res.text() };
