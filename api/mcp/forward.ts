@@ -24,7 +24,7 @@ export function toolInputSchema(route: RouteDef, tool: McpTool): Record<string, 
     required.push(...(schema.required ?? []));
     if (part === route.params) required.push(...Object.keys(schema.properties ?? {}));
   }
-  if (tool.paid) {
+  if (tool.paid || tool.bridge) {
     properties.payment_signature = {
       type: "string",
       maxLength: 20_000,

@@ -11,11 +11,11 @@ import { MCP_TOOLS, type McpTool } from "./tools.js";
 //   success carries _meta["x402/payment-response"].
 // - MPP JSON-RPC binding (2025-11-25 clients only): unpaid → JSON-RPC error -32042 {httpStatus 402,
 //   challenges}; retry with _meta["org.paymentauth/credential"]; success carries
-//   _meta["org.paymentauth/receipt"]; a refused credential → -32043 with fresh challenges. The
-//   2026-07-28 revision forbids emitting -32042, so modern clients get the x402 binding only.
+//   _meta["org.paymentauth/receipt"]. A refused credential → -32042 again with fresh challenges and the
+//   refusal in `problem` (the draft asks -32043, but the SDK's McpServer lets only -32042 out of a tool
+//   handler). The 2026-07-28 revision forbids emitting -32042, so modern clients get the x402 binding only.
 
 export const PAYMENT_REQUIRED_CODE = -32042;
-export const PAYMENT_VERIFICATION_FAILED_CODE = -32043;
 const X402_PAYMENT = "x402/payment";
 const X402_RESPONSE = "x402/payment-response";
 const MPP_CREDENTIAL = "org.paymentauth/credential";
@@ -78,52 +78,90 @@ function errorResult(res: Forwarded): CallToolResult {
   };
 }
 
-async function callTool(
-  tool: McpTool,
-  route: RouteDef,
+/** A payment the MCP request carries, as the HTTP edge takes it, and the quote it pays when it names one. */
+interface Presented {
+  headers: Record<string, string>;
+  quoteId?: string;
+  mpp: boolean;
+}
+
+const quoteOfX402 = (payload: unknown): string | undefined =>
+  (payload as { accepted?: { extra?: { quote_id?: unknown } } } | undefined)?.accepted?.extra?.quote_id as
+    | string
+    | undefined;
+
+function presentedPayment(
   args: Record<string, unknown>,
   meta: Record<string, unknown> | undefined,
+): Presented | undefined {
+  if (meta?.[X402_PAYMENT]) {
+    const payload = meta[X402_PAYMENT];
+    return {
+      headers: { "payment-signature": Buffer.from(JSON.stringify(payload)).toString("base64") },
+      quoteId: quoteOfX402(payload),
+      mpp: false,
+    };
+  }
+  if (typeof args.payment_signature === "string") {
+    return {
+      headers: { "payment-signature": args.payment_signature },
+      quoteId: quoteOfX402(decodeJsonHeader(args.payment_signature)),
+      mpp: false,
+    };
+  }
+  const credential = meta?.[MPP_CREDENTIAL];
+  if (credential) {
+    const authorization = mppAuthorization(credential);
+    if (!authorization) throw new ProtocolError(-32602, "malformed org.paymentauth/credential", {});
+    const request = (credential as { challenge: { request: unknown } }).challenge.request;
+    const native =
+      typeof request === "string"
+        ? decodeJsonHeader(Buffer.from(request, "base64url").toString("base64"))
+        : request;
+    return {
+      headers: { authorization },
+      quoteId: (native as { externalId?: string } | undefined)?.externalId,
+      mpp: true,
+    };
+  }
+  return undefined;
+}
+
+/** A 402 of the edge as the MCP client's binding has it: -32042 (2025 clients) or the x402 result. */
+function paymentRequired(
+  res: Forwarded,
   call: McpCallContext,
-): Promise<CallToolResult> {
-  const headers: Record<string, string> = { "x-forwarded-for": call.clientIp };
-  if (tool.keyed && call.authorization) headers.authorization = call.authorization;
-  const mppCredential = meta?.[MPP_CREDENTIAL];
-  if (tool.paid) {
-    if (meta?.[X402_PAYMENT]) {
-      headers["payment-signature"] = Buffer.from(JSON.stringify(meta[X402_PAYMENT])).toString("base64");
-    } else if (typeof args.payment_signature === "string") {
-      headers["payment-signature"] = args.payment_signature;
-    } else if (mppCredential) {
-      const authorization = mppAuthorization(mppCredential);
-      if (!authorization) throw new ProtocolError(-32602, "malformed org.paymentauth/credential", {});
-      headers.authorization = authorization;
-    }
+  presented: Presented | undefined,
+  note?: string,
+): CallToolResult {
+  const required = decodeJsonHeader(res.headers.get("payment-required")) as
+    | Record<string, unknown>
+    | undefined;
+  if (call.era === "legacy" && (!presented || presented.mpp)) {
+    throw new ProtocolError(PAYMENT_REQUIRED_CODE, "Payment Required", {
+      httpStatus: 402,
+      challenges: mppChallenges(res),
+      ...(required ? { x402: required } : {}),
+      problem: res.body,
+      ...(note ? { note } : {}),
+    });
   }
-  const res = await forward(call.origin, route, args, headers);
-  if (res.status === 402 && tool.paid) {
-    const paymentRequired = decodeJsonHeader(res.headers.get("payment-required")) as
-      | Record<string, unknown>
-      | undefined;
-    if (call.era === "legacy" && !meta?.[X402_PAYMENT] && typeof args.payment_signature !== "string") {
-      const code = mppCredential ? PAYMENT_VERIFICATION_FAILED_CODE : PAYMENT_REQUIRED_CODE;
-      throw new ProtocolError(code, "Payment Required", {
-        httpStatus: 402,
-        challenges: mppChallenges(res),
-        ...(paymentRequired ? { x402: paymentRequired } : {}),
-        problem: res.body,
-      });
-    }
-    const required = paymentRequired ?? (res.body as Record<string, unknown>);
-    return { isError: true, structuredContent: required, content: [{ type: "text", text: text(required) }] };
-  }
-  if (res.status >= 400) return errorResult(res);
+  const body = required ?? (res.body as Record<string, unknown>);
+  return {
+    isError: true,
+    structuredContent: body,
+    content: [{ type: "text", text: `${note ? `${note}\n` : ""}${text(body)}` }],
+  };
+}
+
+function success(res: Forwarded, paid: boolean): CallToolResult {
   const result: CallToolResult = {
     content: [{ type: "text", text: text(res.body) }],
     ...(res.body && typeof res.body === "object"
       ? { structuredContent: res.body as Record<string, unknown> }
       : {}),
   };
-  if (tool.paid) {
+  if (paid) {
     const settle = decodeJsonHeader(res.headers.get("payment-response"));
     const receipt = res.headers.get("payment-receipt");
     result._meta = {
@@ -132,6 +170,100 @@ async function callTool(
     };
   }
   return result;
+}
+
+/** One call at the x402 edge: the result, or the payment it needs in the client's binding. */
+async function atEdge(
+  route: RouteDef,
+  args: Record<string, unknown>,
+  presented: Presented | undefined,
+  call: McpCallContext,
+  note?: string,
+): Promise<CallToolResult> {
+  const headers = { "x-forwarded-for": call.clientIp, ...(presented?.headers ?? {}) };
+  const res = await forward(call.origin, route, args, headers);
+  if (res.status === 402) return paymentRequired(res, call, presented, note);
+  return res.status >= 400 ? errorResult(res) : success(res, true);
+}
+
+const BRIDGE_NOTE =
+  "Your balance cannot pay this call; it can be paid with x402 instead: retry the same tool call with the payment.";
+
+/** The edge's way to serve a keyed execute or invoke (docs/mcp.md "The bridge"), or undefined when it has none. */
+async function bridgeToEdge(
+  tool: McpTool,
+  args: Record<string, unknown>,
+  presented: Presented | undefined,
+  call: McpCallContext,
+  routes: RouteDef[],
+): Promise<CallToolResult | undefined> {
+  const find = (method: string, path: string) => routes.find((r) => r.method === method && r.path === path)!;
+  const input = args.input ?? {};
+  if (tool.bridge === "invoke") {
+    return atEdge(
+      find("post", "/api/x402/invoke/{listing_id}"),
+      { listing_id: args.listing_id, input },
+      presented,
+      call,
+      BRIDGE_NOTE,
+    );
+  }
+  let quoteId = presented?.quoteId;
+  if (!quoteId) {
+    if (presented) return undefined;
+    const match = await forward(
+      call.origin,
+      find("get", "/api/x402/execute/match"),
+      { task: args.task },
+      {
+        "x-forwarded-for": call.clientIp,
+      },
+    );
+    quoteId = (match.body as { quote_id?: string | null } | undefined)?.quote_id ?? undefined;
+    if (match.status !== 200 || !quoteId) return undefined;
+  }
+  return atEdge(
+    find("post", "/api/x402/execute"),
+    { quote_id: quoteId, input },
+    presented,
+    call,
+    BRIDGE_NOTE,
+  );
+}
+
+async function callTool(
+  tool: McpTool,
+  route: RouteDef,
+  args: Record<string, unknown>,
+  meta: Record<string, unknown> | undefined,
+  call: McpCallContext,
+  routes: RouteDef[],
+): Promise<CallToolResult> {
+  const presented = tool.paid || tool.bridge ? presentedPayment(args, meta) : undefined;
+  if (tool.paid) return atEdge(route, args, presented, call);
+  // A bridged call that carries a payment is the retry of an edge challenge: it is paid at the edge.
+  if (tool.bridge && presented) {
+    return (
+      (await bridgeToEdge(tool, args, presented, call, routes)) ?? {
+        isError: true,
+        content: [{ type: "text", text: "QUOTE_NOT_USABLE: the payment names no quote of this service" }],
+      }
+    );
+  }
+  const headers: Record<string, string> = { "x-forwarded-for": call.clientIp };
+  if (tool.keyed && call.authorization) headers.authorization = call.authorization;
+  const res = await forward(call.origin, route, args, headers);
+  const code = (res.body as { error?: { code?: string } } | undefined)?.error?.code;
+  if (tool.bridge && res.status === 402 && code === "PAYMENT_REQUIRED") {
+    // A challenge for a 2025 client is thrown (-32042) and must reach it; any other failure of the bridge
+    // leaves the route's own answer.
+    const bridged = await bridgeToEdge(tool, args, undefined, call, routes).catch((error: unknown) => {
+      if (error instanceof ProtocolError) throw error;
+      return undefined;
+    });
+    return bridged ?? errorResult(res);
+  }
+  return res.status >= 400 ? errorResult(res) : success(res, false);
 }
 
 /** A server with every tool, for one request of one era. */
@@ -152,7 +284,7 @@ export function buildMcpServer(routes: RouteDef[], call: McpCallContext): McpSer
         annotations: tool.annotations,
       },
       (async (args: Record<string, unknown>, ctx: { mcpReq: { _meta?: Record<string, unknown> } }) =>
-        callTool(tool, route, args ?? {}, ctx.mcpReq._meta, call)) as never,
+        callTool(tool, route, args ?? {}, ctx.mcpReq._meta, call, routes)) as never,
     );
   }
   return server;

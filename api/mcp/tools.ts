@@ -14,6 +14,11 @@ export interface McpTool {
   keyed: boolean;
   /** Paid at the x402 edge: a payment-required answer, then a retry carrying the payment. */
   paid: boolean;
+  /**
+   * Keyed calls whose balance cannot pay are bridged to the x402 edge (docs/mcp.md "The bridge"): the
+   * answer is a payment challenge for the same call, and the retry carrying the payment is made there.
+   */
+  bridge?: "execute" | "invoke";
   annotations: {
     readOnlyHint: boolean;
     idempotentHint: boolean;
@@ -44,6 +49,16 @@ export const MCP_TOOLS: McpTool[] = [
       "Search listings by text and category; full listing records with pricing, proof and invocation contract",
     method: "get",
     path: "/api/capabilities",
+    keyed: false,
+    paid: false,
+    annotations: read,
+  },
+  {
+    name: "agentmarket_categories",
+    title: "Service categories",
+    description: "The categories of public listings with how many listings each holds, most first",
+    method: "get",
+    path: "/api/categories",
     keyed: false,
     paid: false,
     annotations: read,
@@ -121,6 +136,7 @@ export const MCP_TOOLS: McpTool[] = [
     path: "/api/execute",
     keyed: true,
     paid: false,
+    bridge: "execute",
     annotations: call,
   },
   {
@@ -132,6 +148,7 @@ export const MCP_TOOLS: McpTool[] = [
     path: "/api/invoke/{listing_id}",
     keyed: true,
     paid: false,
+    bridge: "invoke",
     annotations: call,
   },
   {

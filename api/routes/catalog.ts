@@ -1,12 +1,14 @@
 import type { Static } from "@sinclair/typebox";
 import {
   CatalogQuery,
+  CategoryList,
   ChangeListingBody,
   catalogPage,
   changeListing,
   ListingIdParams,
   ListingPage,
   ListingRecordSchema,
+  listingCategories,
   listingRecordById,
   listingRecords,
   MarketDocument,
@@ -109,4 +111,24 @@ const marketRoute = defineRoute({
   },
 });
 
-export const catalogRoutes = [browseRoute, readRoute, publishRoute, changeRoute, retireRoute, marketRoute];
+const categoriesRoute = defineRoute({
+  method: "get",
+  path: "/api/categories",
+  tag: "catalog",
+  summary: "The categories of public listings, with how many listings each holds",
+  auth: "none",
+  responses: { 200: CategoryList },
+  async handle() {
+    return listingCategories();
+  },
+});
+
+export const catalogRoutes = [
+  browseRoute,
+  categoriesRoute,
+  readRoute,
+  publishRoute,
+  changeRoute,
+  retireRoute,
+  marketRoute,
+];

@@ -9,7 +9,7 @@ import { buildListingRecord } from "./listing-record/index.js";
 import type { CatalogQuery } from "./schemas.js";
 import { readHealthFacts } from "./store/health-probes.js";
 import { readListingStats } from "./store/listing-stats.js";
-import { type Lane, type ListingRow, searchListings } from "./store/listings.js";
+import { categoryCounts, type Lane, type ListingRow, searchListings } from "./store/listings.js";
 import { readSellers } from "./store/sellers.js";
 
 const LANES: Record<Lane, string> = {
@@ -46,6 +46,12 @@ export async function listingRecords(rows: ListingRow[], reading?: GateReading) 
       { idempotencyRetentionHours, settlementNetwork: caip2(chainId) },
     ),
   );
+}
+
+/** GET /api/categories: the categories of public (registry-lane) listings, with counts. */
+export async function listingCategories() {
+  const categories = await categoryCounts(db());
+  return { lane: "registry" as const, categories, generated_at: new Date().toISOString() };
 }
 
 /** One page of the catalog (GET /api/capabilities): records, paging, marketplace info, availability. */

@@ -2,12 +2,19 @@
 // document, sellers publishing and changing listings, the seller bond, the price list. Owns listings,
 // listing_stats, listing_changes, health_probes, stakes. Depends on audit, outbox, identity and money.
 
-export { catalogPage, listingRecordById, listingRecords, marketDocument } from "./catalog.js";
+export {
+  catalogPage,
+  listingCategories,
+  listingRecordById,
+  listingRecords,
+  marketDocument,
+} from "./catalog.js";
 export { requireListing } from "./listing-lookup.js";
 export { PLATFORM_MAX_LATENCY_MS, ROUTER_MAX_ATTEMPTS } from "./listing-record/index.js";
 export { walletPricing } from "./pricing.js";
 export {
   CatalogQuery,
+  CategoryList,
   ChangeListingBody,
   ListingIdParams,
   ListingPage,

@@ -265,3 +265,10 @@ export const SellerStatus = Type.Object({
     }),
   ),
 });
+
+/** GET /api/categories. */
+export const CategoryList = Type.Object({
+  lane: Type.Literal("registry"),
+  categories: Type.Array(Type.Object({ category: Type.String(), listings: Type.Integer({ minimum: 1 }) })),
+  generated_at: Type.String({ format: "date-time" }),
+});

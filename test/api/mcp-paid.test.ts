@@ -38,6 +38,9 @@ let url: URL;
 
 const PRICE_MICROS = 30_000n;
 
+const textOf = (result: { content?: unknown }) =>
+  ((result.content as { text: string }[] | undefined) ?? []).map((c) => c.text).join("\n");
+
 beforeAll(async () => {
   ownDb = await useOwnDatabase("mcppaid");
   chain = await startLocalChain();
@@ -171,6 +174,46 @@ describe("a 2025-11-25 client (MPP JSON-RPC binding)", () => {
     }
   });
 
+  it("answers a credential the edge refuses with -32042, fresh challenges and the refusal; nothing is charged", async () => {
+    const client = new ClientV1({ name: "paid-v1-refused", version: "1.0.0" });
+    await client.connect(new TransportV1(url));
+    try {
+      const buyer = await x402Buyer(chain, 1_000_000n);
+      const before = await usdcBalance(chain, buyer.wallet.address);
+      const listing = await paidListing();
+      const args = { listing_id: listing.id, input: { q: "refused" } };
+      const first = await client
+        .callTool({ name: "agentmarket_call_service", arguments: args })
+        .catch((e) => e);
+      const challenge = first.data.challenges[0];
+      const header = formatWwwAuthenticate({
+        ...challenge,
+        request: Buffer.from(canonicalJson(challenge.request)).toString("base64url"),
+      });
+      const authorization = await mppAuthorization(chain, buyer.wallet, header);
+      const credential = JSON.parse(
+        Buffer.from(authorization.slice("Payment ".length), "base64url").toString("utf8"),
+      );
+      credential.challenge = challenge;
+      // Signed for another amount than the challenge asks: the edge refuses it.
+      credential.payload.value = "1";
+      const refused = await client
+        .callTool({
+          name: "agentmarket_call_service",
+          arguments: args,
+          _meta: { "org.paymentauth/credential": credential },
+        })
+        .catch((e) => e);
+      expect(refused.code, JSON.stringify(refused).slice(0, 800)).toBe(-32042);
+      expect(refused.data.challenges).toHaveLength(1);
+      expect(refused.data.problem.error.code).toBe("PAYMENT_REQUIRED");
+      expect(await usdcBalance(chain, buyer.wallet.address)).toBe(before);
+      expect(await db()("x402_payments").where({ listing_id: listing.id }).first()).toBeUndefined();
+    } finally {
+      await client.close();
+    }
+  });
+
   it("takes payment_signature as an argument (the alias agents of a hosted peer send)", async () => {
     const client = new ClientV1({ name: "paid-v1-alias", version: "1.0.0" });
     await client.connect(new TransportV1(url));
@@ -190,6 +233,69 @@ describe("a 2025-11-25 client (MPP JSON-RPC binding)", () => {
       });
       expect(paid.isError, JSON.stringify(paid.content)).toBeFalsy();
       expect(paid._meta?.["x402/payment-response"]).toMatchObject({ success: true });
+      await settledOnChain(buyer, before, listing.id);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe("the bridge from a keyed call the balance cannot pay", () => {
+  it("invoke on a 2026-07-28 client: the x402 challenge for the same call, then the paid retry", async () => {
+    const agent = await buildAgent();
+    const client = new ClientV2(
+      { name: "bridge-v2", version: "2.0.0" },
+      { versionNegotiation: { mode: "auto" } },
+    );
+    await client.connect(
+      new TransportV2(url, { requestInit: { headers: { authorization: `Bearer ${agent.apiKey}` } } }),
+    );
+    try {
+      const buyer = await x402Buyer(chain, 1_000_000n);
+      const before = await usdcBalance(chain, buyer.wallet.address);
+      const listing = await paidListing();
+      const args = { listing_id: listing.id, input: { q: "bridged" }, max_cost: 1 };
+      const unpaid = await client.callTool({ name: "agentmarket_invoke", arguments: args });
+      expect(unpaid.isError).toBe(true);
+      expect(textOf(unpaid)).toMatch(/^Your balance cannot pay this call/);
+      const required = unpaid.structuredContent as unknown as PaymentRequired;
+      expect(required).toMatchObject({ x402Version: 2, accepts: [{ amount: String(PRICE_MICROS) }] });
+      const payload = await buyer.client.createPaymentPayload(required);
+      const paid = await client.callTool({
+        name: "agentmarket_invoke",
+        arguments: args,
+        _meta: { "x402/payment": payload },
+      });
+      expect(paid.isError, textOf(paid)).toBeFalsy();
+      expect(paid.structuredContent).toMatchObject({ success: true, output: { got: { q: "bridged" } } });
+      await settledOnChain(buyer, before, listing.id);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("execute on a 2025-11-25 client: -32042 for the task's quote, paid with the payment_signature alias", async () => {
+    const agent = await buildAgent();
+    const client = new ClientV1({ name: "bridge-v1", version: "1.0.0" });
+    await client.connect(
+      new TransportV1(url, { requestInit: { headers: { authorization: `Bearer ${agent.apiKey}` } } }),
+    );
+    try {
+      const buyer = await x402Buyer(chain, 1_000_000n);
+      const before = await usdcBalance(chain, buyer.wallet.address);
+      const listing = await paidListing();
+      const args = { task: listing.slug, input: { q: "task" }, constraints: { max_cost: 1 } };
+      const error = await client.callTool({ name: "agentmarket_execute", arguments: args }).catch((e) => e);
+      expect(error.code).toBe(-32042);
+      expect(error.data.x402.accepts[0].extra.quote_id).toEqual(expect.any(String));
+      const payload = await buyer.client.createPaymentPayload(error.data.x402);
+      const signature = Buffer.from(JSON.stringify(payload)).toString("base64");
+      const paid = await client.callTool({
+        name: "agentmarket_execute",
+        arguments: { ...args, payment_signature: signature },
+      });
+      expect(paid.isError, JSON.stringify(paid.content)).toBeFalsy();
+      expect(paid.structuredContent).toMatchObject({ success: true, output: { got: { q: "task" } } });
       await settledOnChain(buyer, before, listing.id);
     } finally {
       await client.close();

@@ -98,6 +98,13 @@ describe.each([
       expect(echo.isError).toBeFalsy();
       expect(echo.structuredContent).toMatchObject({ success: true, output: { echo: { message: "hi" } } });
       expect(textOf(echo)).toContain('"message": "hi"');
+      const category = `mcp-cat-${Math.random().toString(36).slice(2, 8)}`;
+      await buildListing({ endpointUrl: seller.url, category });
+      const categories = await client.callTool({ name: "agentmarket_categories", arguments: {} });
+      expect((categories.structuredContent as { categories: unknown[] }).categories).toContainEqual({
+        category,
+        listings: 1,
+      });
       const browse = await client.callTool({ name: "agentmarket_browse_services", arguments: { limit: 2 } });
       expect(browse.structuredContent).toMatchObject({ schema: "agentmarket.machine-catalog.v1", limit: 2 });
     } finally {

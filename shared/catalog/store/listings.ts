@@ -298,6 +298,17 @@ function laneFilter(query: Knex.QueryBuilder, lane: Lane, featuredPerSeller: num
   }
 }
 
+/** The categories of the registry lane's listings, with how many listings each holds, most first. */
+export async function categoryCounts(q: Db): Promise<{ category: string; listings: number }[]> {
+  const query = q("listings").select("category").count({ n: "*" }).groupBy("category");
+  laneFilter(query, "registry", 0);
+  const rows = (await query.orderBy([
+    { column: "n", order: "desc" },
+    { column: "category", order: "asc" },
+  ])) as unknown as { category: string; n: string }[];
+  return rows.map((r) => ({ category: r.category, listings: Number(r.n) }));
+}
+
 /** Search terms → a prefix tsquery over the 'simple' vector ("doc pars" finds "document parse"). */
 function tsQuery(search: string): string | undefined {
   const terms = search
