@@ -1,4 +1,6 @@
 import { type CallToolResult, fromJsonSchema, McpServer, ProtocolError } from "@modelcontextprotocol/server";
+import type { ValidateFunction } from "ajv";
+import { createAjv, violationsOf } from "../../shared/kernel/json-schema.js";
 import { canonicalJson, parseWwwAuthenticate } from "../../shared/x402/index.js";
 import type { RouteDef } from "../route.js";
 import { type Forwarded, forward, toolInputSchema } from "./forward.js";
@@ -11,11 +13,12 @@ import { MCP_TOOLS, type McpTool } from "./tools.js";
 //   success carries _meta["x402/payment-response"].
 // - MPP JSON-RPC binding (2025-11-25 clients only): unpaid → JSON-RPC error -32042 {httpStatus 402,
 //   challenges}; retry with _meta["org.paymentauth/credential"]; success carries
-//   _meta["org.paymentauth/receipt"]. A refused credential → -32042 again with fresh challenges and the
-//   refusal in `problem` (the draft asks -32043, but the SDK's McpServer lets only -32042 out of a tool
-//   handler). The 2026-07-28 revision forbids emitting -32042, so modern clients get the x402 binding only.
+//   _meta["org.paymentauth/receipt"]; a refused credential → -32043 with the challenges again and the
+//   refusal in `problem`. The 2026-07-28 revision forbids emitting -32042, so modern clients get the x402
+//   binding only.
 
 export const PAYMENT_REQUIRED_CODE = -32042;
+export const PAYMENT_VERIFICATION_FAILED_CODE = -32043;
 const X402_PAYMENT = "x402/payment";
 const X402_RESPONSE = "x402/payment-response";
 const MPP_CREDENTIAL = "org.paymentauth/credential";
@@ -127,7 +130,7 @@ function presentedPayment(
   return undefined;
 }
 
-/** A 402 of the edge as the MCP client's binding has it: -32042 (2025 clients) or the x402 result. */
+/** A 402 of the edge as the MCP client's binding has it: -32042/-32043 (2025 clients) or the x402 result. */
 function paymentRequired(
   res: Forwarded,
   call: McpCallContext,
@@ -138,13 +141,17 @@ function paymentRequired(
     | Record<string, unknown>
     | undefined;
   if (call.era === "legacy" && (!presented || presented.mpp)) {
-    throw new ProtocolError(PAYMENT_REQUIRED_CODE, "Payment Required", {
-      httpStatus: 402,
-      challenges: mppChallenges(res),
-      ...(required ? { x402: required } : {}),
-      problem: res.body,
-      ...(note ? { note } : {}),
-    });
+    throw new ProtocolError(
+      presented ? PAYMENT_VERIFICATION_FAILED_CODE : PAYMENT_REQUIRED_CODE,
+      "Payment Required",
+      {
+        httpStatus: 402,
+        challenges: mppChallenges(res),
+        ...(required ? { x402: required } : {}),
+        problem: res.body,
+        ...(note ? { note } : {}),
+      },
+    );
   }
   const body = required ?? (res.body as Record<string, unknown>);
   return {
@@ -267,25 +274,57 @@ async function callTool(
 }
 
 /** A server with every tool, for one request of one era. */
+const ajv = createAjv();
+const validators = new Map<string, ValidateFunction>();
+
+/** The tool's arguments checked against its input schema (compiled once per tool), as the SDK would. */
+function argumentProblems(tool: McpTool, schema: Record<string, unknown>, args: unknown): string | undefined {
+  let validate = validators.get(tool.name);
+  if (!validate) {
+    validate = ajv.compile(schema);
+    validators.set(tool.name, validate);
+  }
+  if (validate(args)) return undefined;
+  return violationsOf(validate.errors)
+    .map((v) => `${v.path} ${v.message}`)
+    .join("; ");
+}
+
 export function buildMcpServer(routes: RouteDef[], call: McpCallContext): McpServer {
   const server = new McpServer(
     { name: "agent-market", version: "0.1.0" },
     { capabilities: { tools: {}, experimental: { payment: { methods: ["evm"] } } } },
   );
+  const served = new Map<string, { tool: McpTool; route: RouteDef; schema: Record<string, unknown> }>();
   for (const tool of MCP_TOOLS) {
     const route = routes.find((r) => r.method === tool.method && r.path === tool.path);
     if (!route) continue;
+    const schema = toolInputSchema(route, tool);
+    served.set(tool.name, { tool, route, schema });
     server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
-        inputSchema: fromJsonSchema(toolInputSchema(route, tool) as never),
+        inputSchema: fromJsonSchema(schema as never),
         annotations: tool.annotations,
       },
-      (async (args: Record<string, unknown>, ctx: { mcpReq: { _meta?: Record<string, unknown> } }) =>
-        callTool(tool, route, args ?? {}, ctx.mcpReq._meta, call, routes)) as never,
+      // Never called: tools/call is answered below; registering gives tools/list the schema and annotations.
+      (async () => ({ content: [] })) as never,
     );
   }
+  // tools/call is answered here rather than by McpServer's own handler, which turns every JSON-RPC error
+  // but -32042 into an isError result: the MPP binding answers a refused credential with -32043.
+  server.server.setRequestHandler("tools/call", async (request, ctx) => {
+    const entry = served.get(request.params.name);
+    if (!entry) throw new ProtocolError(-32602, `unknown tool ${request.params.name}`, {});
+    const args = request.params.arguments ?? {};
+    const problems = argumentProblems(entry.tool, entry.schema, args);
+    if (problems) {
+      return { isError: true, content: [{ type: "text", text: `Input validation error: ${problems}` }] };
+    }
+    const meta = (request.params._meta ?? ctx.mcpReq._meta) as Record<string, unknown> | undefined;
+    return callTool(entry.tool, entry.route, args, meta, call, routes);
+  });
   return server;
 }

@@ -125,6 +125,43 @@ describe("a 2026-07-28 client (x402 tool-result binding)", () => {
   });
 });
 
+describe("a paid call whose seller fails", () => {
+  it("is an error with no output, and the payment is voided, never settled", async () => {
+    const broken = await startSeller((_call, res) => json(res, 500, { error: "boom" }));
+    const client = new ClientV2(
+      { name: "paid-fail", version: "2.0.0" },
+      { versionNegotiation: { mode: "auto" } },
+    );
+    await client.connect(new TransportV2(url));
+    try {
+      const buyer = await x402Buyer(chain, 1_000_000n);
+      const before = await usdcBalance(chain, buyer.wallet.address);
+      const listing = await buildListing({
+        endpointUrl: broken.url,
+        price: Number(PRICE_MICROS) / 1e6,
+        sellerId: sellerAgent.agentId,
+      });
+      const args = { listing_id: listing.id, input: {} };
+      const unpaid = await client.callTool({ name: "agentmarket_call_service", arguments: args });
+      const payload = await buyer.client.createPaymentPayload(
+        unpaid.structuredContent as unknown as PaymentRequired,
+      );
+      const failed = await client.callTool({
+        name: "agentmarket_call_service",
+        arguments: args,
+        _meta: { "x402/payment": payload },
+      });
+      expect(failed.isError).toBe(true);
+      expect(failed._meta?.["x402/payment-response"]).toBeUndefined();
+      expect((await db()("x402_payments").where({ listing_id: listing.id }).first())?.status).toBe("voided");
+      expect(await usdcBalance(chain, buyer.wallet.address)).toBe(before);
+    } finally {
+      await client.close();
+      await broken.close();
+    }
+  });
+});
+
 describe("a 2025-11-25 client (MPP JSON-RPC binding)", () => {
   it("gets -32042 with challenges, pays with _meta org.paymentauth/credential and gets the receipt in _meta", async () => {
     const client = new ClientV1({ name: "paid-v1", version: "1.0.0" });
@@ -174,7 +211,7 @@ describe("a 2025-11-25 client (MPP JSON-RPC binding)", () => {
     }
   });
 
-  it("answers a credential the edge refuses with -32042, fresh challenges and the refusal; nothing is charged", async () => {
+  it("answers a credential the edge refuses with -32043, the challenges again and the refusal; nothing is charged", async () => {
     const client = new ClientV1({ name: "paid-v1-refused", version: "1.0.0" });
     await client.connect(new TransportV1(url));
     try {
@@ -204,7 +241,7 @@ describe("a 2025-11-25 client (MPP JSON-RPC binding)", () => {
           _meta: { "org.paymentauth/credential": credential },
         })
         .catch((e) => e);
-      expect(refused.code, JSON.stringify(refused).slice(0, 800)).toBe(-32042);
+      expect(refused.code, JSON.stringify(refused).slice(0, 800)).toBe(-32043);
       expect(refused.data.challenges).toHaveLength(1);
       expect(refused.data.problem.error.code).toBe("PAYMENT_REQUIRED");
       expect(await usdcBalance(chain, buyer.wallet.address)).toBe(before);
