@@ -4,6 +4,7 @@ import { type ErrorCode, validationError } from "../../shared/errors.js";
 import {
   awaitInvocation,
   awaitingApprovalResult,
+  createQuote,
   ExecuteAwaitingApproval,
   ExecuteBody,
   ExecutePending,
@@ -18,6 +19,11 @@ import {
   MatchResult,
   matchProviders,
   pendingResult,
+  QuoteBody,
+  QuoteCreated,
+  QuoteParams,
+  QuoteView,
+  readQuote,
   type Submission,
   submitExecution,
   submitInvoke,
@@ -71,6 +77,8 @@ const RUN_ERRORS: ErrorCode[] = [
   "WALLET_LIMIT_EXCEEDED",
   "PAYMENT_REQUIRED",
   "SELF_DEALING_FORBIDDEN",
+  "QUOTE_NOT_USABLE",
+  "NOT_FOUND",
 ];
 
 /** 202: still queued or running, or held for a supervisor's approval (docs/payments.md "Approvals"). */
@@ -98,6 +106,7 @@ const submitRoute = defineRoute({
         input: body.input,
         maxCostUsdc: body.constraints?.max_cost,
         idempotencyKey: idempotencyKey(ctx, body.idempotency_key),
+        quoteId: body.quote_id,
       },
       ctx.state.requestId,
     );
@@ -159,6 +168,7 @@ const invokeRoute = defineRoute({
         input: body.input,
         maxCostUsdc: body.max_cost,
         idempotencyKey: idempotencyKey(ctx, body.idempotency_key),
+        quoteId: body.quote_id,
       },
       ctx.state.requestId,
     );
@@ -166,4 +176,50 @@ const invokeRoute = defineRoute({
   },
 });
 
-export const executeRoutes = [submitRoute, statusRoute, matchRoute, invokeRoute];
+const quoteRoute = defineRoute({
+  method: "post",
+  path: "/api/quotes",
+  tag: "routing",
+  summary:
+    "Quote one listing: a binding price until expires_at, with the fee split, payment options and checks",
+  description:
+    "Body {listing_id, input?, max_cost?}. Pay it with POST /api/invoke/{listing_id} or POST /api/execute " +
+    "(its task) carrying quote_id: the quoted price is held and charged even if the listing's price changes. " +
+    "A quote pays one call; used or expired → 409 QUOTE_NOT_USABLE; another agent's → 404.",
+  auth: "key",
+  body: QuoteBody,
+  responses: { 201: QuoteCreated },
+  errors: [
+    "UNAUTHORIZED",
+    "SCHEMA_VALIDATION_FAILED",
+    "LISTING_NOT_FOUND",
+    "LISTING_NOT_INVOCABLE",
+    "POLICY_BLOCKED",
+    "SELF_DEALING_FORBIDDEN",
+    "TEMPORARILY_UNAVAILABLE",
+  ],
+  async handle(ctx, { body }: { body: Static<typeof QuoteBody> }) {
+    const quote = await createQuote(ctx.state.auth!, {
+      listingId: body.listing_id,
+      input: body.input,
+      maxCostUsdc: body.max_cost,
+    });
+    return new Reply(201, quote, { Location: `/api/quotes/${quote.quote_id}` });
+  },
+});
+
+const readQuoteRoute = defineRoute({
+  method: "get",
+  path: "/api/quotes/{quote_id}",
+  tag: "routing",
+  summary: "One quote (ledger, x402 or sandbox) with its status: open, used or expired",
+  auth: "key",
+  params: QuoteParams,
+  responses: { 200: QuoteView },
+  errors: ["UNAUTHORIZED", "NOT_FOUND"],
+  async handle(ctx, { params }: { params: Static<typeof QuoteParams> }) {
+    return readQuote(ctx.state.auth!, params.quote_id);
+  },
+});
+
+export const executeRoutes = [submitRoute, statusRoute, matchRoute, invokeRoute, quoteRoute, readQuoteRoute];

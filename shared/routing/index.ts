@@ -28,6 +28,7 @@ export {
 export { matchProviders } from "./match.js";
 export { holdForInvocation } from "./paid-invocations.js";
 export { processHealthProbe, processProbeSweep, scheduleProbeSweep } from "./probe-sweep.js";
+export { createQuote, quoteNotUsable, quoteView, readQuote } from "./quotes.js";
 export { activeSigningKey, publishedJwks } from "./request-signing.js";
 export { candidateView, rankCandidates } from "./router.js";
 export type { EdgeSettlement } from "./run-invocation.js";
@@ -49,6 +50,10 @@ export {
   InvokeBody,
   MatchQuery,
   MatchResult,
+  QuoteBody,
+  QuoteCreated,
+  QuoteParams,
+  QuoteView,
   Receipt,
   TusdcAmount,
 } from "./schemas/execute.js";

@@ -150,14 +150,15 @@ function sandboxFundingNeeded(error: AppError, holdMicros: bigint): AppError {
 }
 
 /**
- * What a successful call charges: a quoted invocation (the sandbox, x402) charges its quoted amount, the
- * price the buyer accepted; router and direct-invoke work charges the serving listing's price.
+ * What a successful call charges: a quoted invocation (the sandbox, x402, or keyed work paying a ledger
+ * quote) charges its quoted amount, the price the buyer accepted; other router and direct-invoke work
+ * charges the serving listing's price.
  */
 export function chargeMicros(
-  invocation: { route: string; price_micros: string },
+  invocation: { route: string; price_micros: string; quote_id?: string | null },
   servingPriceMicros: bigint,
 ) {
-  return invocation.route === "tumbler" || invocation.route === "x402"
+  return invocation.route === "tumbler" || invocation.route === "x402" || invocation.quote_id
     ? BigInt(invocation.price_micros)
     : servingPriceMicros;
 }

@@ -24,6 +24,7 @@ import { needsApproval, requestApproval } from "./approvals/approvals.js";
 import { openCircuits } from "./circuits.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
 import { holdForInvocation } from "./paid-invocations.js";
+import { notInvocable, quoteNotUsable, quoteToPay } from "./quotes.js";
 import { type Candidate, candidateView, type Ranking, rankCandidates } from "./router.js";
 import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
 import { insertAwaitingInvocation } from "./store/approvals.js";
@@ -36,6 +37,7 @@ import {
   insertInvocationWithJob,
   type NewInvocation,
 } from "./store/invocations.js";
+import { findQuote, type QuoteRow, useQuote } from "./store/quotes.js";
 
 /** The router keeps at most this many candidates per invocation (the chosen one and its fallbacks). */
 export const MAX_CANDIDATES = 3;
@@ -45,12 +47,16 @@ export interface ExecuteRequest {
   input: Record<string, unknown>;
   maxCostUsdc?: number;
   idempotencyKey?: string;
+  /** A ledger quote (POST /api/quotes): locks the quoted listing and charges the quoted price. */
+  quoteId?: string;
 }
 
 export interface InvokeRequest {
   input: Record<string, unknown>;
   maxCostUsdc?: number;
   idempotencyKey?: string;
+  /** A ledger quote for this listing: its price is held and charged. */
+  quoteId?: string;
 }
 
 export type Submission =
@@ -95,6 +101,7 @@ export async function submitExecution(
   req: ExecuteRequest,
   requestId: string,
 ): Promise<Submission> {
+  if (req.quoteId) return submitQuotedExecution(principal, req, requestId);
   const maxCostMicros = maxCost(req.maxCostUsdc, "/constraints/max_cost");
   const policy = principal.policy;
   const ranking = await rankCandidates(req.task, maxCostMicros, paidGate, openCircuits, {
@@ -137,17 +144,43 @@ export async function submitExecution(
   );
 }
 
-/** Why a listing cannot be invoked directly, or null when it can. */
-function notInvocable(listing: ListingRow): string | null {
-  if (listing.status !== "active") return "listing_retired";
-  if (listing.review_status !== "approved") return "listing_not_approved";
-  if (listing.verification_status === "failed") return "verification_failed";
-  return null;
+/**
+ * An execute that pays a ledger quote: the quote locks its listing and price, so the call goes to that
+ * listing alone (no ranking, no fallback to listings at other prices). Its task must be the quote's.
+ */
+async function submitQuotedExecution(principal: Principal, req: ExecuteRequest, requestId: string) {
+  const quote = await quoteToPay(principal, req.quoteId!, undefined, req.idempotencyKey !== undefined);
+  if (quote.task !== req.task) {
+    throw new AppError("QUOTE_NOT_USABLE", "this quote is for another task", {
+      reason: "quote_task_mismatch",
+      quote_id: quote.id,
+      quoted_task: quote.task,
+    });
+  }
+  const listing = await requireListing(quote.listing_id);
+  return submitLocked(principal, listing, req, requestId, {
+    route: "execute",
+    quote,
+    maxCostPath: "/constraints/max_cost",
+    operation: "POST /api/execute",
+    fingerprintPayload: {
+      task: req.task,
+      input: req.input,
+      max_cost: req.maxCostUsdc ?? null,
+      quote_id: quote.id,
+    },
+    selection: {
+      strategy: "quoted",
+      reason: "the quote locks its listing and price; no fallback",
+      candidates: [],
+    },
+  });
 }
 
 /**
  * Accepts a direct invoke: locked to one listing, never falling back (retries of the same listing only
- * when it is safe_to_retry). Unknown → 404, not invocable → 422, paid while the gate is closed → 503.
+ * when it is safe_to_retry). Unknown → 404, not invocable → 422, paid while the gate is closed → 503. With
+ * a ledger quote, the quoted price is held and charged (docs/api.md "Quotes").
  */
 export async function submitInvoke(
   principal: Principal,
@@ -156,6 +189,42 @@ export async function submitInvoke(
   requestId: string,
 ): Promise<Submission> {
   const listing = await requireListing(listingId);
+  const quote = req.quoteId
+    ? await quoteToPay(principal, req.quoteId, listing.id, req.idempotencyKey !== undefined)
+    : undefined;
+  return submitLocked(principal, listing, req, requestId, {
+    route: "invoke",
+    quote,
+    maxCostPath: "/max_cost",
+    operation: `POST /api/invoke/${listing.id}`,
+    fingerprintPayload: {
+      input: req.input,
+      max_cost: req.maxCostUsdc ?? null,
+      ...(quote ? { quote_id: quote.id } : {}),
+    },
+    selection: {
+      strategy: "direct_invoke",
+      reason: "locked to the requested listing; no fallback",
+      candidates: [],
+    },
+  });
+}
+
+/** One listing, no fallback: the checks of a direct call, then the invocation. */
+async function submitLocked(
+  principal: Principal,
+  listing: ListingRow,
+  req: InvokeRequest,
+  requestId: string,
+  how: {
+    route: "execute" | "invoke";
+    quote: QuoteRow | undefined;
+    maxCostPath: string;
+    operation: string;
+    fingerprintPayload: unknown;
+    selection: Record<string, unknown>;
+  },
+): Promise<Submission> {
   assertNotOwnListing(principal, listing);
   const blocked = notInvocable(listing);
   if (blocked)
@@ -164,8 +233,9 @@ export async function submitInvoke(
     });
   const scope = scopeExclusion(principal.policy, listing);
   if (scope) throw scopeBlocked(listing, scope);
-  const maxCostMicros = maxCost(req.maxCostUsdc, "/max_cost");
-  const price = micros(listing.price_micros);
+  const maxCostMicros = maxCost(req.maxCostUsdc, how.maxCostPath);
+  // A quote's price binds until it expires, whatever the listing costs now.
+  const price = how.quote ? micros(how.quote.amount_micros) : micros(listing.price_micros);
   if (maxCostMicros !== null && price > maxCostMicros) {
     throw new AppError("LISTING_NOT_INVOCABLE", "the listing's price is above max_cost", {
       reason: "over_max_cost",
@@ -182,21 +252,19 @@ export async function submitInvoke(
   return createInvocation(
     principal,
     {
-      route: "invoke",
-      task: listing.slug,
+      route: how.route,
+      task: how.quote?.task ?? listing.slug,
       input: req.input,
       listing,
       candidateIds: [listing.id],
       holdMicros: price,
-      selection: {
-        strategy: "direct_invoke",
-        reason: "locked to the requested listing; no fallback",
-        candidates: [],
-      },
+      priceMicros: price,
+      quote: how.quote,
+      selection: how.selection,
       maxCostMicros,
       idempotencyKey: req.idempotencyKey,
-      operation: `POST /api/invoke/${listing.id}`,
-      fingerprintPayload: { input: req.input, max_cost: req.maxCostUsdc ?? null },
+      operation: how.operation,
+      fingerprintPayload: how.fingerprintPayload,
     },
     requestId,
   );
@@ -210,6 +278,10 @@ interface NewWork {
   candidateIds: string[];
   /** What to hold from the buyer: the highest candidate price (0 for free work). */
   holdMicros: bigint;
+  /** The price recorded on the invocation: the quote's when one is paid, else the chosen listing's. */
+  priceMicros?: bigint;
+  /** The ledger quote paid, used up in the invocation's transaction. */
+  quote?: QuoteRow;
   selection: Record<string, unknown>;
   maxCostMicros: bigint | null;
   idempotencyKey: string | undefined;
@@ -247,8 +319,9 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     route: work.route,
     input: work.input,
     max_cost_micros: work.maxCostMicros,
-    price_micros: micros(work.listing.price_micros),
+    price_micros: work.priceMicros ?? micros(work.listing.price_micros),
     hold_micros: work.holdMicros,
+    quote_id: work.quote?.id ?? null,
     candidate_ids: work.candidateIds,
     selection: work.selection,
   };
@@ -260,7 +333,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   let invocation: InvocationRow;
   try {
     invocation =
-      key || paid
+      key || paid || work.quote
         ? await retryTransient(() =>
             db().transaction(async (trx) => {
               if (paid) await assertCustodyOpen(trx);
@@ -276,11 +349,16 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                 );
                 if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
               }
+              // After the key's claim, so a retried request replays instead of meeting its own used quote.
+              if (work.quote && !(await useQuote(trx, work.quote.id, invocationId))) {
+                throw quoteNotUsable((await findQuote(trx, work.quote.id))!);
+              }
               if (paid) {
                 await holdForInvocation(trx, inserted, work.holdMicros, {
                   listedPriceMicros: micros(work.listing.price_micros),
                   maxCostMicros: work.maxCostMicros,
                   route: work.operation,
+                  ...(work.quote ? { quoteId: work.quote.id } : {}),
                 });
               }
               if (limited) await reserveDailySpend(trx, principal, invocationId, work.holdMicros);

@@ -29,6 +29,7 @@ import {
   openCircuits,
   pendingResult,
   type QuoteRow,
+  quoteNotUsable,
   rankCandidates,
   useQuote,
 } from "../routing/index.js";
@@ -129,27 +130,6 @@ function notCallable(listing: ListingRow): string | null {
   if (listing.verification_status === "failed") return "verification_failed";
   if (!listing.tumbler_enabled) return "tumbler_disabled";
   return null;
-}
-
-/** A quote that cannot pay for a call: 409 QUOTE_NOT_USABLE with the reason and what to do. */
-function quoteNotUsable(quote: QuoteRow): AppError {
-  const newQuote = `/api/tumbler/execute/match?task=${encodeURIComponent(quote.task)}`;
-  if (quote.used_at) {
-    return new AppError("QUOTE_NOT_USABLE", "this quote was already executed; a quote pays for one call", {
-      reason: "quote_already_used",
-      quote_id: quote.id,
-      used_at: quote.used_at.toISOString(),
-      invocation_id: quote.invocation_id,
-      status_url: quote.invocation_id ? `${base()}/api/execute/status/${quote.invocation_id}` : null,
-      new_quote: newQuote,
-    });
-  }
-  return new AppError("QUOTE_NOT_USABLE", "this quote has expired", {
-    reason: "quote_expired",
-    quote_id: quote.id,
-    expired_at: quote.expires_at.toISOString(),
-    new_quote: newQuote,
-  });
 }
 
 /** useQuote found the quote used or expired inside the transaction (a concurrent execute, or the clock). */

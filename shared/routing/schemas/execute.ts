@@ -4,6 +4,13 @@ import { ApprovalSummary } from "./approvals.js";
 
 export const IdempotencyKey = Type.String({ minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7e]+$" });
 
+/** A quote's id (POST /api/quotes): an unknown or malformed one is a 404, not a schema error. */
+const QuoteId = Type.String({
+  minLength: 1,
+  maxLength: 100,
+  description: "a ledger quote from POST /api/quotes: the quoted listing and price are used",
+});
+
 export const ExecuteBody = Type.Object(
   {
     task: Type.String({
@@ -21,6 +28,7 @@ export const ExecuteBody = Type.Object(
       ),
     ),
     idempotency_key: Type.Optional(IdempotencyKey),
+    quote_id: Type.Optional(QuoteId),
   },
   { additionalProperties: false },
 );
@@ -159,6 +167,7 @@ export const InvokeBody = Type.Object(
     input: Type.Record(Type.String(), Type.Unknown()),
     max_cost: Type.Optional(Type.Number({ minimum: 0, description: "USDC" })),
     idempotency_key: Type.Optional(IdempotencyKey),
+    quote_id: Type.Optional(QuoteId),
   },
   { additionalProperties: false },
 );
@@ -304,3 +313,58 @@ const receiptIn = (unit: Unit) =>
   });
 
 export const Receipt = Type.Union(UNITS.map(receiptIn));
+
+/** POST /api/quotes (docs/api.md "Quotes"). */
+export const QuoteBody = Type.Object(
+  {
+    listing_id: Type.String({ minLength: 1, maxLength: 100 }),
+    input: Type.Optional(
+      Type.Record(Type.String(), Type.Unknown(), {
+        description: "checked against the listing's input_schema",
+      }),
+    ),
+    max_cost: Type.Optional(Type.Number({ minimum: 0, description: "USDC" })),
+  },
+  { additionalProperties: false },
+);
+
+export const QuoteParams = Type.Object({ quote_id: Type.String({ maxLength: 100 }) });
+
+/** One quote, on any rail (ledger, x402, tumbler): one model. */
+export const QuoteView = Type.Object({
+  quote_id: Uuid,
+  rail: Type.Union([Type.Literal("ledger"), Type.Literal("x402"), Type.Literal("tumbler")]),
+  listing_id: Uuid,
+  task: Type.String(),
+  price_usdc: Type.String(),
+  platform_fee_usdc: Type.String(),
+  seller_share_usdc: Type.String(),
+  currency: Type.Union([Type.Literal("USDC"), Type.Literal("tUSDC")]),
+  network: Nullable(Type.String()),
+  asset: Nullable(Type.String()),
+  pay_to: Nullable(Type.String()),
+  expires_at: Timestamp,
+  status: Type.Union([Type.Literal("open"), Type.Literal("used"), Type.Literal("expired")]),
+  invocation_id: Nullable(Uuid),
+});
+
+export const QuoteCreated = Type.Intersect([
+  QuoteView,
+  Type.Object({
+    payment_options: Type.Array(
+      Type.Object({
+        method: Type.Union([Type.Literal("ledger"), Type.Literal("x402"), Type.Literal("mpp")]),
+        how: Type.String(),
+        url: Type.String(),
+      }),
+    ),
+    constraints: Type.Object({
+      listing_invocable: Type.Boolean(),
+      input_valid: Nullable(Type.Boolean()),
+      max_cost_usdc: Nullable(Type.String()),
+      within_max_cost: Nullable(Type.Boolean()),
+      within_key_limits: Type.Boolean(),
+      paid_execution_enabled: Nullable(Type.Boolean()),
+    }),
+  }),
+]);

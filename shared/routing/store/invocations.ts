@@ -30,6 +30,8 @@ export interface InvocationRow {
   status: InvocationStatus;
   candidate_ids: string[];
   selection: Record<string, unknown> | null;
+  /** The ledger quote a keyed invocation pays, if any (its price is the charge). */
+  quote_id: string | null;
   served_listing_id: string | null;
   output: unknown;
   error: InvocationError | null;
@@ -67,6 +69,8 @@ export type NewInvocation = Pick<InvocationRow, "id" | "listing_id" | "task" | "
   /** Ranked fallback order (the chosen listing first); defaults to the listing alone. */
   candidate_ids?: string[];
   selection?: Record<string, unknown>;
+  /** The ledger quote this invocation pays (its price is the charge). */
+  quote_id?: string | null;
 };
 
 /** An x402 invocation: no agent and no key (docs/x402.md "x402 gateway"), the payer's wallet instead. */

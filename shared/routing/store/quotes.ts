@@ -1,6 +1,6 @@
 import type { Db } from "../../db/knex.js";
 
-export type QuoteRail = "x402" | "tumbler";
+export type QuoteRail = "x402" | "tumbler" | "ledger";
 
 export interface QuoteRow {
   id: string;
