@@ -190,7 +190,7 @@ export async function quoteToPay(
   replayable: boolean,
 ): Promise<QuoteRow> {
   const quote = isUuid(quoteId) ? await findQuote(db(), quoteId) : undefined;
-  if (!quote || quote.rail !== "ledger" || quote.agent_id !== principal.agentId) {
+  if (quote?.rail !== "ledger" || quote.agent_id !== principal.agentId) {
     throw new AppError("NOT_FOUND", "no quote with this id for this agent", {
       quote_id: quoteId,
       hint: 'POST /api/quotes {"listing_id": …} for a quote',

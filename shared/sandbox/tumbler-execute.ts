@@ -28,7 +28,6 @@ import {
   type NewInvocation,
   openCircuits,
   pendingResult,
-  type QuoteRow,
   quoteNotUsable,
   rankCandidates,
   useQuote,

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { configurationReference, openApiReference } from "../../scripts/reference-docs.js";
+import { configurationReference, openApiReference, sdkTypesReference } from "../../scripts/reference-docs.js";
 import { CONCURRENCY_SETTINGS, SETTINGS } from "../../shared/config.js";
 
 // The committed reference documents are exactly what the code generates (`npm run docs` rewrites
@@ -21,5 +21,12 @@ describe("reference documents generated from code", () => {
       committed("openapi.json") === openApiReference(),
       "docs/openapi.json is stale: run npm run docs",
     ).toBe(true);
+  });
+
+  it("the Node SDK's types are generated from that document (openapi-typescript), as committed", async () => {
+    const text = readFileSync(new URL("../../sdk/node/src/openapi.ts", import.meta.url), "utf8");
+    expect(text === (await sdkTypesReference()), "sdk/node/src/openapi.ts is stale: run npm run docs").toBe(
+      true,
+    );
   });
 });

@@ -1,0 +1,251 @@
+import { execFile, spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AgentMarket, AgentMarketError } from "../../sdk/node/src/index.js";
+import { getConfig } from "../../shared/config.js";
+import { type LocalChain, startLocalChain } from "../helpers/chain.js";
+import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
+import { fundAgent, usdc } from "../helpers/money.js";
+import { useOwnDatabase } from "../helpers/own-database.js";
+import { usePaidChain } from "../helpers/paid-chain.js";
+import { json, startSeller, type TestSeller } from "../helpers/seller.js";
+import { startService, type TestService } from "../helpers/service.js";
+
+// The Node SDK (sdk/node) and its CLI against the running service on a paid local chain: the full flow,
+// one error per code family, the retry rule, and the packed package installed into an empty project.
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+let ownDb: Awaited<ReturnType<typeof useOwnDatabase>>;
+let chain: LocalChain;
+let service: TestService;
+let seller: TestSeller;
+let sellerAgent: TestAgent;
+let baseUrl: string;
+
+beforeAll(async () => {
+  ownDb = await useOwnDatabase("sdknode");
+  chain = await startLocalChain();
+  await usePaidChain(chain);
+  service = await startService();
+  seller = await startSeller((call, res) =>
+    json(res, 200, { success: true, output: { got: call.body.input } }),
+  );
+  sellerAgent = await buildAgent("seller");
+  baseUrl = `http://127.0.0.1:${getConfig().port}`;
+});
+afterAll(async () => {
+  await seller?.close();
+  await service?.stop();
+  await chain?.stop();
+  await ownDb?.drop();
+});
+
+async function errorOf(promise: Promise<unknown>): Promise<AgentMarketError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(AgentMarketError);
+  return error as AgentMarketError;
+}
+
+describe("the Node SDK", () => {
+  it("runs the whole flow: register, free execute, publish, match, quote, paid execute, status, receipt, invoke", async () => {
+    const anonymous = new AgentMarket({ baseUrl });
+    const registered = await anonymous.register("sdk-buyer");
+    const buyer = anonymous.withKey(registered.api_key);
+
+    const free = await buildListing({ endpointUrl: seller.url });
+    const ran = await buyer.execute(free.slug, { hello: "sdk" });
+    expect(ran).toMatchObject({ success: true, output: { got: { hello: "sdk" } } });
+
+    const sellerReg = await anonymous.register("sdk-seller", "seller");
+    const sellerClient = anonymous.withKey(sellerReg.api_key);
+    const slug = `sdk-${Date.now().toString(36)}`;
+    const published = (await sellerClient.publish({
+      name: `SDK listing ${slug}`,
+      description: "published through the Node SDK",
+      category: "devtools",
+      endpoint_url: seller.url,
+      pricing_model: "per_call",
+      price_per_unit: 0,
+      input_schema: { type: "object" },
+      tags: [slug],
+    })) as { id: string };
+    expect(published.id).toEqual(expect.any(String));
+    expect((await sellerClient.sellerStatus()) as object).toBeTruthy();
+
+    const paid = await buildListing({ endpointUrl: seller.url, price: 0.05, sellerId: sellerAgent.agentId });
+    const match = await buyer.match(paid.slug, 1);
+    expect(match.candidates.length).toBeGreaterThan(0);
+    await fundAgent(registered.agent_id, usdc(1));
+    const quote = await buyer.quote(paid.id, { maxCost: 1 });
+    expect(quote).toMatchObject({
+      price_usdc: "0.050000",
+      seller_share_usdc: "0.048500",
+      platform_fee_usdc: "0.001500",
+    });
+    const bought = (await buyer.execute(paid.slug, { q: 1 }, 1, { quoteId: quote.quote_id })) as {
+      invocation_id: string;
+      receipt_id: string;
+    };
+    const status = await buyer.waitForResult(bought.invocation_id, { timeoutMs: 20_000 });
+    expect(status.status).toBe("succeeded");
+    const receipt = (await buyer.receipt(bought.receipt_id)) as {
+      amount_usdc: string;
+      split: { seller_share_usdc: string };
+    };
+    expect(receipt.amount_usdc).toBe("0.050000");
+    expect(receipt.split.seller_share_usdc).toBe("0.048500");
+    expect((await buyer.status(bought.invocation_id)).status).toBe("succeeded");
+    const invoked = await buyer.invoke(free.id, { via: "invoke" });
+    expect(invoked).toMatchObject({ success: true, output: { got: { via: "invoke" } } });
+    expect(((await buyer.wallet()) as { balances?: unknown }).balances).toBeTruthy();
+
+    // One error per family, each typed with code, status and retryable.
+    const bad = await errorOf(new AgentMarket({ baseUrl, apiKey: "amk_not_a_real_key" }).wallet());
+    expect(bad).toMatchObject({ code: "UNAUTHORIZED", status: 401, retryable: false });
+    expect(await errorOf(buyer.execute("", {}))).toMatchObject({
+      code: "SCHEMA_VALIDATION_FAILED",
+      status: 400,
+    });
+    expect(await errorOf(buyer.receipt("00000000-0000-4000-8000-000000000000"))).toMatchObject({
+      status: 404,
+    });
+    const reused = await errorOf(buyer.execute(paid.slug, { q: 2 }, 1, { quoteId: quote.quote_id }));
+    expect(reused).toMatchObject({ code: "QUOTE_NOT_USABLE", status: 409 });
+    const unfunded = anonymous.withKey((await anonymous.register("sdk-poor")).api_key);
+    const broke = await errorOf(unfunded.invoke(paid.id, { q: 3 }, { maxCost: 1 }));
+    expect(broke).toMatchObject({ code: "PAYMENT_REQUIRED", status: 402 });
+    expect(broke.envelope?.error.request_id).toEqual(expect.any(String));
+  });
+
+  it("retries only retryable failures, with the same idempotency key, honouring Retry-After", async () => {
+    const keys: (string | null)[] = [];
+    let calls = 0;
+    const fake: typeof fetch = async (_url, init) => {
+      calls++;
+      keys.push(new Headers(init?.headers).get("x-idempotency-key"));
+      if (calls < 3) {
+        return new Response(
+          JSON.stringify({
+            success: false,
+            error: {
+              code: "TEMPORARILY_UNAVAILABLE",
+              message: "later",
+              retryable: true,
+              buyer_action: "",
+              fallback: "",
+              request_id: "r",
+            },
+          }),
+          { status: 503, headers: { "content-type": "application/json", "retry-after": "0" } },
+        );
+      }
+      return new Response(JSON.stringify({ success: true, output: {} }), {
+        headers: { "content-type": "application/json" },
+      });
+    };
+    const client = new AgentMarket({ baseUrl: "http://sdk.invalid", apiKey: "amk_x", fetch: fake });
+    await client.execute("t", {});
+    expect(calls).toBe(3);
+    expect(new Set(keys).size).toBe(1);
+    expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+
+    calls = 0;
+    const refusing: typeof fetch = async () => {
+      calls++;
+      return new Response(
+        JSON.stringify({
+          success: false,
+          error: {
+            code: "SCHEMA_VALIDATION_FAILED",
+            message: "no",
+            retryable: false,
+            buyer_action: "",
+            fallback: "",
+            request_id: "r",
+          },
+        }),
+        { status: 400, headers: { "content-type": "application/json" } },
+      );
+    };
+    const error = await errorOf(
+      new AgentMarket({ baseUrl: "http://sdk.invalid", fetch: refusing }).execute("t", {}),
+    );
+    expect(error.code).toBe("SCHEMA_VALIDATION_FAILED");
+    expect(calls).toBe(1);
+  });
+});
+
+/** A child process run without blocking this one (the service under test runs in this process). */
+function run(
+  file: string,
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(file, args, { ...opts, encoding: "utf8", timeout: 90_000 }, (error, stdout, stderr) => {
+      const status = error ? (typeof error.code === "number" ? error.code : null) : 0;
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+describe("the CLI", () => {
+  const cli = (args: string[], env: Record<string, string> = {}) =>
+    run(process.execPath, [join(root, "sdk/node/dist/cli.js"), ...args, "--base-url", baseUrl], {
+      env: { ...process.env, AGENTMARKET_API_KEY: "", ...env },
+    });
+
+  it("registers (key stored 0600), executes and waits, reads status, and exits with documented codes", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agentmarket-cli-"));
+    const env = { AGENTMARKET_CONFIG_DIR: dir };
+    const reg = await cli(["register", "cli-agent", "--json"], env);
+    expect(reg.status, reg.stderr).toBe(0);
+    expect(statSync(join(dir, "config.json")).mode & 0o777).toBe(0o600);
+    const free = await buildListing({ endpointUrl: seller.url });
+    const ran = await cli(["execute", free.slug, "--input", '{"from":"cli"}', "--json"], env);
+    expect(ran.status, ran.stderr).toBe(0);
+    const result = JSON.parse(ran.stdout) as { invocation_id: string; output: unknown };
+    expect(result.output).toEqual({ got: { from: "cli" } });
+    const status = await cli(["status", result.invocation_id, "--json"], env);
+    expect(JSON.parse(status.stdout).status).toBe("succeeded");
+    const listingFile = join(dir, "listing.json");
+    writeFileSync(listingFile, "{not json");
+    expect((await cli(["publish", listingFile], env)).status).toBe(1);
+    expect((await cli(["frobnicate"], env)).status).toBe(1);
+    const missing = await cli(["receipt", "00000000-0000-4000-8000-000000000000"], env);
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toMatch(/^NOT_FOUND|RECEIPT_UNAVAILABLE/);
+  });
+});
+
+describe("the packed package", () => {
+  it("npm pack works, and the tarball installed into an empty project calls the service", async () => {
+    const out = mkdtempSync(join(tmpdir(), "agentmarket-pack-"));
+    const pack = spawnSync("npm", ["pack", "--pack-destination", out], {
+      cwd: join(root, "sdk/node"),
+      encoding: "utf8",
+    });
+    expect(pack.status, pack.stderr).toBe(0);
+    const tarball = readdirSync(out).find((f) => f.endsWith(".tgz"))!;
+    const project = mkdtempSync(join(tmpdir(), "agentmarket-empty-"));
+    writeFileSync(join(project, "package.json"), '{"name":"empty","version":"1.0.0","type":"module"}');
+    const install = spawnSync(
+      "npm",
+      ["install", "--no-audit", "--no-fund", "--offline", join(out, tarball)],
+      {
+        cwd: project,
+        encoding: "utf8",
+      },
+    );
+    expect(install.status, install.stderr).toBe(0);
+    const script = `import { AgentMarket } from "agentmarket"; const a = await new AgentMarket({ baseUrl: ${JSON.stringify(baseUrl)} }).register("packed"); console.log(a.api_key.slice(0, 4));`;
+    const used = await run(process.execPath, ["--input-type=module", "-e", script], { cwd: project });
+    expect(used.stdout.trim(), used.stderr).toBe("amk_");
+  });
+});
