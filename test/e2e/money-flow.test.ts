@@ -172,3 +172,38 @@ it("examples/paid-call.mjs reaches a paid call with a receipt, from nothing", as
   expect(last).toMatchObject({ ok: true, amount_usdc: "0.250000" });
   expect(output).toContain("seller_share_usdc");
 }, 90_000);
+
+// The Node SDK's example agent (examples/node/agent.mjs) funds itself on the dev chain and buys a call.
+it("examples/node/agent.mjs registers, funds itself, runs a paid task and prints its receipt", async () => {
+  const sellerKey = await register("seller");
+  const task = `node-example-${Date.now().toString(36)}`;
+  const listing = await api("POST", "/api/capabilities", {
+    key: sellerKey,
+    body: {
+      name: "Node example listing",
+      description: "A paid listing the Node SDK example buys.",
+      category: "devtools",
+      endpoint_url: seller.url,
+      pricing_model: "per_call",
+      price_per_unit: 0.1,
+      input_schema: { type: "object" },
+      tags: [task],
+    },
+  });
+  expect(listing.status, listing.text).toBe(201);
+  const child = spawn(process.execPath, ["examples/node/agent.mjs", task, '{"n":1}'], {
+    env: { ...process.env, AGENTMARKET_URL: service.baseUrl },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d) => {
+    output += d;
+  });
+  child.stderr.on("data", (d) => {
+    output += d;
+  });
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  expect(code, output).toBe(0);
+  const last = JSON.parse(output.trim().split("\n").at(-1)!);
+  expect(last).toMatchObject({ ok: true, receipt: { amount_usdc: "0.100000" } });
+}, 90_000);
