@@ -247,5 +247,9 @@ describe("the packed package", () => {
     const script = `import { AgentMarket } from "agentmarket"; const a = await new AgentMarket({ baseUrl: ${JSON.stringify(baseUrl)} }).register("packed"); console.log(a.api_key.slice(0, 4));`;
     const used = await run(process.execPath, ["--input-type=module", "-e", script], { cwd: project });
     expect(used.stdout.trim(), used.stderr).toBe("amk_");
+    // The CLI as a user of the installed package runs it.
+    const help = await run("npx", ["--offline", "agentmarket", "--help"], { cwd: project });
+    expect(help.status, help.stderr).toBe(0);
+    expect(help.stdout).toMatch(/^usage: agentmarket <command>/);
   });
 });
