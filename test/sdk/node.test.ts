@@ -3,9 +3,13 @@ import { mkdtempSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Worker } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentMarket, AgentMarketError } from "../../sdk/node/src/index.js";
+import { payAndInvoke } from "../../sdk/node/src/x402.js";
 import { getConfig } from "../../shared/config.js";
+import { getQueue } from "../../shared/queues.js";
+import { startSettlementConfirmationsWorker } from "../../workers/settlement-confirmations.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { fundAgent, usdc } from "../helpers/money.js";
@@ -13,6 +17,7 @@ import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
+import { usdcBalance, x402Buyer } from "../helpers/x402.js";
 
 // The Node SDK (sdk/node) and its CLI against the running service on a paid local chain: the full flow,
 // one error per code family, the retry rule, and the packed package installed into an empty project.
@@ -24,12 +29,15 @@ let service: TestService;
 let seller: TestSeller;
 let sellerAgent: TestAgent;
 let baseUrl: string;
+let settlements: Worker;
 
 beforeAll(async () => {
   ownDb = await useOwnDatabase("sdknode");
   chain = await startLocalChain();
   await usePaidChain(chain);
   service = await startService();
+  settlements = startSettlementConfirmationsWorker();
+  await settlements.waitUntilReady();
   seller = await startSeller((call, res) =>
     json(res, 200, { success: true, output: { got: call.body.input } }),
   );
@@ -37,6 +45,10 @@ beforeAll(async () => {
   baseUrl = `http://127.0.0.1:${getConfig().port}`;
 });
 afterAll(async () => {
+  await settlements?.close();
+  await getQueue("settlement-confirmations")
+    .obliterate({ force: true })
+    .catch(() => {});
   await seller?.close();
   await service?.stop();
   await chain?.stop();
@@ -194,6 +206,31 @@ function run(
     });
   });
 }
+
+describe("the optional x402 helper", () => {
+  it("pays the x402 edge with a viem account and the official client: result, settlement, exact debit", async () => {
+    const buyer = await x402Buyer(chain, 1_000_000n);
+    const before = await usdcBalance(chain, buyer.wallet.address);
+    const listing = await buildListing({
+      endpointUrl: seller.url,
+      price: 0.04,
+      sellerId: sellerAgent.agentId,
+    });
+    const paid = await payAndInvoke(
+      {
+        baseUrl,
+        account: buyer.wallet.account,
+        allowedAssets: [{ network: `eip155:${chain.chainId}`, asset: chain.tokenAddress }],
+      },
+      listing.id,
+      { q: "x402" },
+    );
+    expect(paid.status).toBe(200);
+    expect(paid.body).toMatchObject({ success: true, output: { got: { q: "x402" } } });
+    expect(paid.settlement).toMatchObject({ success: true });
+    expect(await usdcBalance(chain, buyer.wallet.address)).toBe(before - 40_000n);
+  });
+});
 
 describe("the CLI", () => {
   const cli = (args: string[], env: Record<string, string> = {}) =>
