@@ -259,6 +259,62 @@ describe("the CLI", () => {
     expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch(/^NOT_FOUND|RECEIPT_UNAVAILABLE/);
   });
+
+  it("a seller publishes from a file; a funded buyer matches, quotes, invokes with the quote and reads the receipt", async () => {
+    const sellerEnv = { AGENTMARKET_CONFIG_DIR: mkdtempSync(join(tmpdir(), "agentmarket-cli-seller-")) };
+    expect((await cli(["register", "cli-seller", "--intent", "seller", "--json"], sellerEnv)).status).toBe(0);
+    const slug = `cli-${Date.now().toString(36)}`;
+    const listingFile = join(sellerEnv.AGENTMARKET_CONFIG_DIR, "listing.json");
+    writeFileSync(
+      listingFile,
+      JSON.stringify({
+        name: `CLI listing ${slug}`,
+        description: "published through the CLI",
+        category: "devtools",
+        endpoint_url: seller.url,
+        pricing_model: "per_call",
+        price_per_unit: 0,
+        input_schema: { type: "object" },
+        tags: [slug],
+      }),
+    );
+    const published = await cli(["publish", listingFile, "--json"], sellerEnv);
+    expect(published.status, published.stderr).toBe(0);
+    expect(JSON.parse(published.stdout).slug).toEqual(expect.any(String));
+
+    const buyerEnv = { AGENTMARKET_CONFIG_DIR: mkdtempSync(join(tmpdir(), "agentmarket-cli-buyer-")) };
+    const reg = await cli(["register", "cli-buyer", "--json"], buyerEnv);
+    await fundAgent(JSON.parse(reg.stdout).agent_id, usdc(1));
+    const paid = await buildListing({ endpointUrl: seller.url, price: 0.05, sellerId: sellerAgent.agentId });
+
+    const matched = await cli(["match", paid.slug, "--max-cost", "1"], buyerEnv);
+    expect(matched.status, matched.stderr).toBe(0);
+    expect(matched.stdout).toMatch(/^1\. /);
+    const quoted = await cli(["quote", paid.id, "--max-cost", "1", "--json"], buyerEnv);
+    expect(quoted.status, quoted.stderr).toBe(0);
+    const quote = JSON.parse(quoted.stdout) as { quote_id: string; price_usdc: string };
+    expect(quote.price_usdc).toBe("0.050000");
+    const invoked = await cli(
+      ["invoke", paid.id, "--input", '{"via":"cli"}', "--quote", quote.quote_id, "--json"],
+      buyerEnv,
+    );
+    expect(invoked.status, invoked.stderr).toBe(0);
+    const result = JSON.parse(invoked.stdout) as { receipt_id?: string; invocation_id: string };
+    const receiptId =
+      result.receipt_id ??
+      (
+        JSON.parse((await cli(["status", result.invocation_id, "--json"], buyerEnv)).stdout) as {
+          receipt_id: string;
+        }
+      ).receipt_id;
+    const receipt = await cli(["receipt", receiptId, "--json"], buyerEnv);
+    expect(receipt.status, receipt.stderr).toBe(0);
+    expect(JSON.parse(receipt.stdout)).toMatchObject({ amount_usdc: "0.050000" });
+    // The quote pays once: a second use is refused by the service, not retryable → exit 2.
+    const again = await cli(["invoke", paid.id, "--input", "{}", "--quote", quote.quote_id], buyerEnv);
+    expect(again.status).toBe(2);
+    expect(again.stderr).toMatch(/^QUOTE_NOT_USABLE/);
+  });
 });
 
 describe("the packed package", () => {
