@@ -5,6 +5,7 @@ import { mcpMiddleware } from "./mcp/mount.js";
 import { errors } from "./middleware/errors.js";
 import { jsonBody } from "./middleware/json-body.js";
 import { requestId } from "./middleware/request-id.js";
+import { securityHeaders } from "./middleware/security-headers.js";
 import { mountRoutes } from "./mount.js";
 import type { AppState, RouteDef } from "./route.js";
 import { adminRoutes } from "./routes/admin.js";
@@ -63,6 +64,7 @@ export function createApp(): Koa<AppState> {
   mountRoutes(router, allRoutes());
 
   app.use(requestId as Koa.Middleware<AppState>);
+  app.use(securityHeaders as Koa.Middleware<AppState>);
   app.use(errors as Koa.Middleware<AppState>);
   app.use(jsonBody as Koa.Middleware<AppState>);
   // /mcp: MCP tools over Streamable HTTP, each a call to one of these routes (docs/mcp.md).

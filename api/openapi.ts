@@ -37,6 +37,11 @@ function operation(def: RouteDef) {
       content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
     };
   }
+  // Refusals every route of its shape can give before its handler runs (api/mount.ts, json-body.ts).
+  if (def.params || def.query || def.body) responses["400"] ??= errorResponse("SCHEMA_VALIDATION_FAILED");
+  if (def.body) responses["413"] ??= errorResponse("REQUEST_TOO_LARGE");
+  // Query values live in the URL: past 16 KiB of request line and headers, the server answers 431.
+  if (def.query) responses["431"] ??= errorResponse("HEADERS_TOO_LARGE");
   if (def.auth !== "none") responses["401"] ??= errorResponse("UNAUTHORIZED");
   if (def.limitPerClient) responses["429"] ??= errorResponse("RATE_LIMITED");
   return {

@@ -8,8 +8,8 @@ import { flushJobMarks, startSweeper } from "../shared/outbox/index.js";
 import { closeQueues } from "../shared/queues.js";
 import { closeCommandRedis } from "../shared/redis.js";
 import { startApprovalExpiry } from "../shared/routing/index.js";
-import { createApp } from "./app.js";
 import { HOUSEKEEPING } from "./housekeeping.js";
+import { createHttpServer } from "./http-server.js";
 
 /**
  * Starts the web process: the API, plus the outbox sweeper and the approval expiry sweep. Shutdown stops
@@ -28,8 +28,7 @@ export async function startWeb(): Promise<Server> {
   onShutdown("approval expiry", "background", () => approvalExpiry.stop());
   onShutdown("outbox marks", "background", flushJobMarks);
 
-  const server = createApp().listen(config.port, config.host);
-  server.keepAliveTimeout = 65_000;
+  const server = createHttpServer().listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);
     server.once("error", reject);

@@ -28,6 +28,9 @@ export interface Config {
   idempotencyRetentionHours: number;
   providerResponseMaxBytes: number;
   requestBodyMaxBytes: number;
+  requestJsonMaxDepth: number;
+  httpHeadersTimeoutMs: number;
+  httpRequestTimeoutMs: number;
   embeddedDataDir: string;
   shutdownGraceMs: number;
   validateResponses: boolean;
@@ -341,6 +344,25 @@ export const SETTINGS = {
     1024,
   ),
   requestBodyMaxBytes: int("REQUEST_BODY_MAX_BYTES", 2097152, "largest JSON request body accepted", 1024),
+  requestJsonMaxDepth: int(
+    "REQUEST_JSON_MAX_DEPTH",
+    64,
+    "deepest nesting of arrays and objects accepted in a JSON request body",
+    2,
+    1000,
+  ),
+  httpHeadersTimeoutMs: int(
+    "HTTP_HEADERS_TIMEOUT_MS",
+    10000,
+    "how long a client may take to send its request headers before the connection is closed (slow clients)",
+    100,
+  ),
+  httpRequestTimeoutMs: int(
+    "HTTP_REQUEST_TIMEOUT_MS",
+    30000,
+    "how long a client may take to send its whole request, body included, before it is answered 408",
+    100,
+  ),
   embeddedDataDir: str("EMBEDDED_DATA_DIR", ".data", "where npm start keeps embedded PostgreSQL data"),
   shutdownGraceMs: int(
     "SHUTDOWN_GRACE_MS",

@@ -164,6 +164,13 @@ export const ERRORS = {
     fallback: "read_openapi",
   },
   REQUEST_TOO_LARGE: { status: 413, retryable: false, buyerAction: "reduce_request_size", fallback: "none" },
+  // Answered by the HTTP server itself, before any route: a request line or headers over Node's limit.
+  HEADERS_TOO_LARGE: {
+    status: 431,
+    retryable: false,
+    buyerAction: "shorten_the_url_or_headers",
+    fallback: "send_long_values_in_a_json_body",
+  },
   SERVICE_UNAVAILABLE: {
     status: 503,
     retryable: true,

@@ -4,6 +4,24 @@ import { AppError, validationError } from "../../shared/errors.js";
 import type { AppContext } from "../route.js";
 
 /**
+ * How deep arrays and objects nest in a parsed value, counted up to `stopAfter` + 1 (enough to refuse).
+ * Iterative: the deep bodies this guards against would overflow a recursive walk, here and downstream
+ * (schema validation, canonical JSON fingerprints, jsonb).
+ */
+function jsonDepth(value: unknown, stopAfter: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length) {
+    const [item, depth] = stack.pop()!;
+    if (!item || typeof item !== "object") continue;
+    if (depth > deepest) deepest = depth;
+    if (deepest > stopAfter) return deepest;
+    for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/**
  * Reads a JSON request body into ctx.request.body, bounded by REQUEST_BODY_MAX_BYTES. Malformed JSON and
  * a non-JSON content type are 400s with a clear message, never 500s.
  */
@@ -34,6 +52,15 @@ export async function jsonBody(ctx: AppContext, next: Next): Promise<void> {
         { path: "/", message: (error as Error).message },
       ]);
     }
+  }
+  const maxDepth = getConfig().requestJsonMaxDepth;
+  if (jsonDepth(body, maxDepth) > maxDepth) {
+    throw validationError("request body is nested too deeply", [
+      {
+        path: "/",
+        message: `arrays and objects may nest at most ${maxDepth} levels (REQUEST_JSON_MAX_DEPTH)`,
+      },
+    ]);
   }
   (ctx.request as { body?: unknown }).body = body;
   return next();

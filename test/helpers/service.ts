@@ -1,7 +1,7 @@
 import type { Server } from "node:http";
 import type { Worker } from "bullmq";
-import { createApp } from "../../api/app.js";
 import { HOUSEKEEPING } from "../../api/housekeeping.js";
+import { createHttpServer } from "../../api/http-server.js";
 import { getConfig } from "../../shared/config.js";
 import { closeDb } from "../../shared/db/knex.js";
 import { startSweeper } from "../../shared/outbox/outbox.js";
@@ -22,7 +22,7 @@ export async function startService(
   options: { worker?: boolean; sweeper?: boolean } = {},
 ): Promise<TestService> {
   const config = getConfig();
-  const server: Server = createApp().listen(config.port, "127.0.0.1");
+  const server: Server = createHttpServer().listen(config.port, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", resolve));
   const worker = options.worker === false ? undefined : startExecutionsWorker();
   await worker?.waitUntilReady();

@@ -147,6 +147,7 @@ describe("error envelope", () => {
       NOT_FOUND: [false, "an unknown id stays unknown"],
       METHOD_NOT_ALLOWED: [false, "the route does not gain the method"],
       REQUEST_TOO_LARGE: [false, "the same body stays too large"],
+      HEADERS_TOO_LARGE: [false, "the same URL and headers stay too large"],
       SERVICE_UNAVAILABLE: [true, "a dependency outage is transient"],
       INTERNAL_ERROR: [true, "an unexpected failure may not recur"],
     };

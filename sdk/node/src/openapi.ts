@@ -1330,7 +1330,7 @@ export interface components {
             /** @constant */
             success: false;
             error: {
-                code: "LISTING_NOT_FOUND" | "UNAUTHORIZED" | "PAYMENT_REQUIRED" | "WALLET_LIMIT_EXCEEDED" | "RATE_LIMITED" | "SCHEMA_VALIDATION_FAILED" | "POLICY_BLOCKED" | "LISTING_NOT_INVOCABLE" | "PROVIDER_UNAVAILABLE" | "PROVIDER_FAILED" | "TIMEOUT" | "RECEIPT_UNAVAILABLE" | "TEMPORARILY_UNAVAILABLE" | "IDEMPOTENCY_KEY_IN_USE" | "IDEMPOTENCY_KEY_REUSED" | "CONFLICT" | "QUOTE_NOT_USABLE" | "WALLET_CHALLENGE_INVALID" | "WALLET_SIGNATURE_INVALID" | "WALLET_NOT_LINKED" | "SELF_DEALING_FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TOO_LARGE" | "SERVICE_UNAVAILABLE" | "INTERNAL_ERROR";
+                code: "LISTING_NOT_FOUND" | "UNAUTHORIZED" | "PAYMENT_REQUIRED" | "WALLET_LIMIT_EXCEEDED" | "RATE_LIMITED" | "SCHEMA_VALIDATION_FAILED" | "POLICY_BLOCKED" | "LISTING_NOT_INVOCABLE" | "PROVIDER_UNAVAILABLE" | "PROVIDER_FAILED" | "TIMEOUT" | "RECEIPT_UNAVAILABLE" | "TEMPORARILY_UNAVAILABLE" | "IDEMPOTENCY_KEY_IN_USE" | "IDEMPOTENCY_KEY_REUSED" | "CONFLICT" | "QUOTE_NOT_USABLE" | "WALLET_CHALLENGE_INVALID" | "WALLET_SIGNATURE_INVALID" | "WALLET_NOT_LINKED" | "SELF_DEALING_FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "REQUEST_TOO_LARGE" | "HEADERS_TOO_LARGE" | "SERVICE_UNAVAILABLE" | "INTERNAL_ERROR";
                 message: string;
                 retryable: boolean;
                 buyer_action: string;
@@ -1450,6 +1450,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error RATE_LIMITED */
             429: {
                 headers: {
@@ -1502,6 +1511,15 @@ export interface operations {
             };
             /** @description error SCHEMA_VALIDATION_FAILED */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1568,6 +1586,15 @@ export interface operations {
             };
             /** @description error SCHEMA_VALIDATION_FAILED */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1880,6 +1907,15 @@ export interface operations {
             };
             /** @description error IDEMPOTENCY_KEY_IN_USE, QUOTE_NOT_USABLE */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2309,6 +2345,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     postApiInvokeListingId: {
@@ -2500,6 +2545,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error IDEMPOTENCY_KEY_REUSED, LISTING_NOT_INVOCABLE */
             422: {
                 headers: {
@@ -2645,6 +2699,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error LISTING_NOT_INVOCABLE */
             422: {
                 headers: {
@@ -2701,6 +2764,15 @@ export interface operations {
                         status: "open" | "used" | "expired";
                         invocation_id: string | null;
                     };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description error UNAUTHORIZED */
@@ -2785,6 +2857,15 @@ export interface operations {
             };
             /** @description error UNAUTHORIZED */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2967,6 +3048,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     postApiApprovalsApprovalIdDeny: {
@@ -3060,6 +3150,15 @@ export interface operations {
             };
             /** @description error CONFLICT */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3272,6 +3371,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     postApiKeysKeyIdRotate: {
@@ -3396,6 +3504,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     postApiKeysKeyIdRevoke: {
@@ -3500,6 +3617,15 @@ export interface operations {
             };
             /** @description error NOT_FOUND */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4280,6 +4406,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     postApiCapabilities: {
@@ -4518,6 +4653,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     getApiCategories: {
@@ -4721,6 +4865,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error LISTING_NOT_FOUND */
             404: {
                 headers: {
@@ -4902,6 +5055,15 @@ export interface operations {
                             [key: string]: unknown;
                         };
                     };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description error UNAUTHORIZED */
@@ -5146,6 +5308,15 @@ export interface operations {
             };
             /** @description error LISTING_NOT_FOUND */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5772,6 +5943,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error TEMPORARILY_UNAVAILABLE */
             503: {
                 headers: {
@@ -5889,6 +6069,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     postApiStakeRelease: {
@@ -5990,6 +6179,15 @@ export interface operations {
             };
             /** @description error CONFLICT */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6145,6 +6343,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     postApiAdminCustodyUnfreeze: {
@@ -6220,6 +6427,15 @@ export interface operations {
             };
             /** @description error NOT_FOUND */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6717,6 +6933,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error WALLET_NOT_LINKED */
             422: {
                 headers: {
@@ -6878,6 +7103,15 @@ export interface operations {
             };
             /** @description error CONFLICT */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7057,6 +7291,15 @@ export interface operations {
             };
             /** @description error CONFLICT */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7265,6 +7508,15 @@ export interface operations {
             };
             /** @description error CONFLICT */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7549,6 +7801,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error TEMPORARILY_UNAVAILABLE */
             503: {
                 headers: {
@@ -7670,6 +7931,15 @@ export interface operations {
             };
             /** @description error NOT_FOUND */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7894,6 +8164,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error LISTING_NOT_INVOCABLE */
             422: {
                 headers: {
@@ -8097,6 +8376,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     getApiX402Discover: {
@@ -8153,6 +8441,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     getApiX402TestEcho: {
@@ -8196,6 +8493,15 @@ export interface operations {
             };
             /** @description error SCHEMA_VALIDATION_FAILED */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8540,6 +8846,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     postApiTumblerExecute: {
@@ -8701,6 +9016,15 @@ export interface operations {
             };
             /** @description error QUOTE_NOT_USABLE */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8908,6 +9232,15 @@ export interface operations {
             };
             /** @description error UNAUTHORIZED */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9707,6 +10040,15 @@ export interface operations {
             };
             /** @description error SCHEMA_VALIDATION_FAILED */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error HEADERS_TOO_LARGE */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
