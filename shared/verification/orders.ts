@@ -3,7 +3,7 @@ import { findListing } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError, validationError } from "../errors.js";
-import type { Principal } from "../identity/index.js";
+import { assertWithinSpendLimits, type Principal } from "../identity/index.js";
 import { formatUsdc } from "../kernel/money.js";
 import { logger } from "../log.js";
 import { assertCustodyOpen, assertPaidExecutionEnabled, retryTransient } from "../money/index.js";
@@ -122,6 +122,8 @@ async function submitOrder(
     const earlier = await replayed(principal.agentId, idempotencyKey, fingerprint);
     if (earlier) return { order: earlier, replayed: true };
   }
+  // The key's per-call limit (and a daily cap smaller than one order) before any charge: 429.
+  await assertWithinSpendLimits(principal, VERIFICATION_PRICE_MICROS);
   // The gate before any hold: 503 with the reason when paid execution is off (docs/payments.md).
   await assertPaidExecutionEnabled();
   const row: NewOrder = {

@@ -125,6 +125,15 @@ describe("GET /api/verification (the surface)", () => {
   });
 });
 
+describe("discovery links the surface", () => {
+  it("llms.txt and the service descriptor point at GET /api/verification", async () => {
+    const llms = await api("GET", "/llms.txt");
+    expect(llms.text).toMatch(/\[Verification service\]\(http:\/\/[^)]+\/api\/verification\)/);
+    const descriptor = await api("GET", "/.well-known/agent-marketplace.json");
+    expect(descriptor.body.entry_points.verification).toMatch(/\/api\/verification$/);
+  });
+});
+
 describe("orders: money", () => {
   it("holds 5 USDC at once, captures it all to platform revenue when the probe ran; the target is never paid and the listing never changes", async () => {
     const buyer = await fundedAgent(12);
@@ -257,6 +266,21 @@ describe("orders: money", () => {
     } finally {
       await api("POST", "/api/admin/custody/unfreeze", { key: ADMIN_KEY, body: { reason: "drill over" } });
     }
+  });
+
+  it("a key whose per-call limit is under 5 USDC is refused with 429 before any charge", async () => {
+    const buyer = await fundedAgent(10);
+    const limited = await api("POST", "/api/keys", {
+      key: buyer.apiKey,
+      body: { name: "small", limits: { per_call_usdc: 1 } },
+    });
+    expect(limited.status).toBe(201);
+    const before = await rowCounts(ORDER_TABLES);
+    const res = await order(limited.body.api_key, { target: jsonTarget.url, protocol: "http-json" });
+    expect(res.status).toBe(429);
+    expect(errorCode(res)).toBe("WALLET_LIMIT_EXCEEDED");
+    expect(res.body.error.details).toMatchObject({ limit: "per_call", requested_usdc: "5.000000" });
+    expect(await rowCounts(ORDER_TABLES)).toEqual(before);
   });
 
   it("bad input is a 400 envelope with nothing written: protocol, private target, credentials in the URL", async () => {

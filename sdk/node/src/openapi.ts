@@ -9333,6 +9333,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error WALLET_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error TEMPORARILY_UNAVAILABLE */
             503: {
                 headers: {
@@ -9528,6 +9537,15 @@ export interface operations {
             };
             /** @description error IDEMPOTENCY_KEY_REUSED */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error WALLET_LIMIT_EXCEEDED */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
