@@ -24,7 +24,15 @@ export {
   subscriptionView,
 } from "./monitoring.js";
 export type { OrderReader, OrderRequest, OrderSubmission, ProcessOutcome } from "./orders.js";
-export { abandonOrder, createOrder, orderView, processOrder, readOrder, rerunOrder } from "./orders.js";
+export {
+  abandonOrder,
+  abandonStaleOrders,
+  createOrder,
+  orderView,
+  processOrder,
+  readOrder,
+  rerunOrder,
+} from "./orders.js";
 export { readAttestation, verifyAttestation } from "./public-attestations.js";
 export {
   AttestationParams,

@@ -19,6 +19,7 @@ import {
   findOrder,
   findOrderByKey,
   insertOrderWithJob,
+  listStaleOrderIds,
   lockOrder,
   markOrderNotRun,
   markOrderRunning,
@@ -326,4 +327,25 @@ export async function abandonOrder(orderId: string, reason: string): Promise<Pro
       return { status: "not_run" };
     }),
   );
+}
+
+/** An order unsettled this long lost its job (a worker died past its retries): its hold goes back. */
+export const STALE_ORDER_MINUTES = 60;
+
+/**
+ * Housekeeping (api/housekeeping.ts): releases orders still queued or running an hour after their last
+ * change, as abandonOrder does for a job whose retries are spent. A probe that arrives later finds the
+ * order settled and captures nothing. Returns how many were released.
+ */
+export async function abandonStaleOrders(): Promise<number> {
+  const ids = await listStaleOrderIds(db(), STALE_ORDER_MINUTES, 100);
+  let released = 0;
+  for (const id of ids) {
+    const outcome = await abandonOrder(
+      id,
+      `probe_not_completed: unsettled after ${STALE_ORDER_MINUTES} minutes`,
+    );
+    if (outcome.status === "not_run") released++;
+  }
+  return released;
 }

@@ -7,7 +7,7 @@ import { db } from "../../shared/db/knex.js";
 import { balances, platformAccount } from "../../shared/money/ledger/ledger.js";
 import { closeSafeFetch } from "../../shared/net/safe-fetch.js";
 import { getQueue } from "../../shared/queues.js";
-import { abandonOrder } from "../../shared/verification/index.js";
+import { abandonOrder, abandonStaleOrders } from "../../shared/verification/index.js";
 import { startVerificationProbesWorker } from "../../workers/verification-probes.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, buildListing } from "../helpers/factories.js";
@@ -218,6 +218,39 @@ describe("orders: money", () => {
       await new Promise((r) => setTimeout(r, 300));
       expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(5), held: 0n });
       expect(await db()("attestations").where({ order_id: res.body.order_id })).toHaveLength(0);
+    } finally {
+      slow.release();
+      await slow.close();
+    }
+  });
+
+  it("housekeeping releases an order whose job was lost (unsettled for an hour); fresh ones are left alone", async () => {
+    const buyer = await fundedAgent(10);
+    const slow = await startGatedSeller();
+    try {
+      const lost = await order(buyer.apiKey, { target: slow.url, protocol: "http-json" });
+      const fresh = await order(buyer.apiKey, { target: slow.url, protocol: "http-json" });
+      // Both probes are in flight (running) before one is made to look an hour old.
+      for (let i = 0; i < 200; i++) {
+        const rows = await db()("verification_orders").whereIn("id", [
+          lost.body.order_id,
+          fresh.body.order_id,
+        ]);
+        if (rows.every((r) => r.status === "running")) break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      await db()("verification_orders")
+        .where({ id: lost.body.order_id })
+        .update({ updated_at: db().raw("now() - interval '61 minutes'") });
+      expect(await abandonStaleOrders()).toBe(1);
+      const lostView = await api("GET", `/api/verification/orders/${lost.body.order_id}`, {
+        key: buyer.apiKey,
+      });
+      expect(lostView.body).toMatchObject({ status: "not_run", payment: { state: "released" } });
+      slow.release();
+      expect((await settled(buyer.apiKey, fresh.body.order_id)).payment.state).toBe("captured");
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(5), held: 0n });
     } finally {
       slow.release();
       await slow.close();

@@ -120,6 +120,17 @@ export async function markOrderNotRun(q: Db, id: string, reason: string): Promis
   });
 }
 
+/** Orders still queued or running whose last change is older than the given age: their job was lost. */
+export async function listStaleOrderIds(q: Db, olderThanMinutes: number, limit: number): Promise<string[]> {
+  const rows = await q("verification_orders")
+    .select("id")
+    .whereIn("status", ["queued", "running"])
+    .andWhere("updated_at", "<", q.raw("now() - make_interval(mins => ?)", [olderThanMinutes]))
+    .orderBy("updated_at")
+    .limit(limit);
+  return rows.map((r: { id: string }) => r.id);
+}
+
 /** Orders of one subscription (its monitoring runs), newest first. */
 export async function listSubscriptionOrders(
   q: Db,
