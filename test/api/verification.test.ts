@@ -145,7 +145,17 @@ describe("orders: money", () => {
       verificationStatus: "reachable",
       outputSchema: { type: "object", required: ["score"] },
     });
-    const listingBefore = await db()("listings").where({ id: listing.id }).first();
+    const listingState = async () => ({
+      listing: await db()("listings").where({ id: listing.id }).first(),
+      probes: await db()("health_probes").where({ listing_id: listing.id }),
+      changes: await db()("listing_changes").where({ listing_id: listing.id }),
+      record: (await api("GET", `/api/capabilities/${listing.id}`)).body,
+      ranking: (await api("GET", `/api/execute/match?task=${listing.slug}`, { key: buyer.apiKey })).body,
+    });
+    const listingBefore = await listingState();
+    expect(listingBefore.ranking.candidates.map((c: { listing_id: string }) => c.listing_id)).toContain(
+      listing.id,
+    );
     const sellerBefore = await balances(seller.agentId, "USDC");
     const revenueBefore = await revenue();
     const callsBefore = jsonTarget.received.length;
@@ -177,7 +187,7 @@ describe("orders: money", () => {
     expect(calls[0]!.headers["payment-signature"]).toBeUndefined();
     expect(calls[0]!.headers.authorization).toBeUndefined();
     // A paid order changes no listing field: verification status, trust, ranking inputs, anything.
-    expect(await db()("listings").where({ id: listing.id }).first()).toEqual(listingBefore);
+    expect(await listingState()).toEqual(listingBefore);
     const evidence = await db()("payment_evidence")
       .where({ subject_type: "verification_order", subject_id: res.body.order_id })
       .orderBy("created_at");
