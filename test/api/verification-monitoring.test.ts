@@ -5,6 +5,7 @@ import { balances } from "../../shared/money/ledger/ledger.js";
 import { closeSafeFetch } from "../../shared/net/safe-fetch.js";
 import { getQueue } from "../../shared/queues.js";
 import { processMonitoringRun, processOrder } from "../../shared/verification/index.js";
+import { startMonitoringRunsWorker } from "../../workers/monitoring-runs.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { api, errorCode } from "../helpers/http.js";
 import { fundedAgent, usdc } from "../helpers/money.js";
@@ -167,6 +168,31 @@ describe("monitoring", () => {
       await api("POST", `/api/verification/monitoring/${sub.subscription_id}/cancel`, { key: buyer.apiKey });
       expect(await getQueue("monitoring-runs").getJobScheduler(sub.subscription_id)).toBeFalsy();
     } finally {
+      overrideConfig(config);
+    }
+  });
+
+  it("the monitoring-runs worker runs a scheduled subscription: the scheduler's job becomes a charged run", async () => {
+    const config = getConfig();
+    overrideConfig({ verificationMonitoringScheduler: true, verificationMinIntervalSeconds: 1 });
+    const worker = startMonitoringRunsWorker();
+    try {
+      await worker.waitUntilReady();
+      const { buyer, orderId } = await buyerWithOrder(10);
+      const sub = (await subscribe(buyer.apiKey, orderId, 1)).body;
+      let runs: { status: string; order_id: string | null; run_key: string }[] = [];
+      for (let i = 0; i < 200 && runs.length === 0; i++) {
+        runs = await db()("monitoring_runs").where({ subscription_id: sub.subscription_id });
+        if (runs.length === 0) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(runs[0]).toMatchObject({ status: "charged" });
+      expect(runs[0]!.run_key).toContain(sub.subscription_id);
+      const runOrder = await db()("verification_orders").where({ id: runs[0]!.order_id }).first();
+      expect(runOrder).toMatchObject({ subscription_id: sub.subscription_id, charge_state: "held" });
+      await api("POST", `/api/verification/monitoring/${sub.subscription_id}/cancel`, { key: buyer.apiKey });
+      expect(await getQueue("monitoring-runs").getJobScheduler(sub.subscription_id)).toBeFalsy();
+    } finally {
+      await worker.close();
       overrideConfig(config);
     }
   });
