@@ -18,6 +18,7 @@ const CONTEXTS = {
   x402: ["audit", "outbox", "identity", "money", "catalog", "routing", "tools"],
   sandbox: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402"],
   discovery: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402", "tools"],
+  verification: ["outbox", "identity", "money", "catalog", "routing"],
 };
 const NAMES = Object.keys(CONTEXTS);
 const ANY_CONTEXT = `^shared/(${NAMES.join("|")})/`;

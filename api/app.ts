@@ -11,6 +11,7 @@ import type { AppState, RouteDef } from "./route.js";
 import { adminRoutes } from "./routes/admin.js";
 import { approvalRoutes } from "./routes/approvals.js";
 import { catalogRoutes } from "./routes/catalog.js";
+import { connectorRoutes } from "./routes/connectors.js";
 import { cryptoRoutes } from "./routes/crypto.js";
 import { devRoutes } from "./routes/dev.js";
 import { discoveryRoutes } from "./routes/discovery.js";
@@ -23,6 +24,7 @@ import { sellerRoutes } from "./routes/seller.js";
 import { systemRoutes } from "./routes/system.js";
 import { toolRoutes } from "./routes/tools.js";
 import { tumblerRoutes } from "./routes/tumbler.js";
+import { verificationRoutes } from "./routes/verification.js";
 import { walletRoutes } from "./routes/wallet.js";
 import { welcomeRoutes } from "./routes/welcome.js";
 import { x402Routes } from "./routes/x402.js";
@@ -49,6 +51,8 @@ export function allRoutes(): RouteDef[] {
     ...x402GatewayRoutes,
     ...x402DiscoveryRoutes,
     ...tumblerRoutes,
+    ...verificationRoutes,
+    ...connectorRoutes,
     ...jwksRoutes,
     // The local chain's info and faucet exist only under DEV_CHAIN=1 (docs/payments.md "DEV_CHAIN=1").
     ...(getConfig().devChain ? devRoutes : []),

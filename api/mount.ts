@@ -5,6 +5,21 @@ import { authenticate, authenticateAdmin, countClientRequest } from "../shared/i
 import { type AppContext, koaPath, Reply, type RouteDef } from "./route.js";
 import { compileResponseCheck, compileValidator } from "./validation.js";
 
+/** An amk_ bearer is an agent's key; any other bearer must be the admin key (404 when none is set). */
+async function authenticateKeyOrAdmin(c: AppContext): Promise<void> {
+  const header = c.get("authorization") || undefined;
+  if (header && /^Bearer\s+amk_/i.test(header)) {
+    c.state.auth = await authenticate(header);
+    return;
+  }
+  if (!getConfig().adminApiKey) {
+    c.state.auth = await authenticate(header);
+    return;
+  }
+  authenticateAdmin(header);
+  c.state.admin = true;
+}
+
 /** Mounts declared routes: auth guard, then params/query/body validation, then the handler. */
 export function mountRoutes(router: Router, routes: RouteDef[]): void {
   const checkResponses = getConfig().validateResponses;
@@ -23,6 +38,7 @@ export function mountRoutes(router: Router, routes: RouteDef[]): void {
       const c = ctx as unknown as AppContext;
       if (def.auth === "key") c.state.auth = await authenticate(c.get("authorization") || undefined);
       if (def.auth === "admin") authenticateAdmin(c.get("authorization") || undefined);
+      if (def.auth === "key_or_admin") await authenticateKeyOrAdmin(c);
       if (def.limitPerClient) await countClientRequest(`${def.method}:${def.path}`, c.ip);
       const input = {
         params: params ? params({ ...ctx.params }) : undefined,

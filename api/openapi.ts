@@ -49,7 +49,7 @@ function operation(def: RouteDef) {
     summary: def.summary,
     ...(def.description ? { description: def.description } : {}),
     tags: [def.tag],
-    security: def.auth === "key" ? [{ bearerAuth: [] }] : def.auth === "admin" ? [{ adminAuth: [] }] : [],
+    security: SECURITY[def.auth],
     parameters: [...parameters(def.params, "path"), ...parameters(def.query, "query")],
     ...(def.body
       ? { requestBody: { required: true, content: { "application/json": { schema: plain(def.body) } } } }
@@ -58,6 +58,14 @@ function operation(def: RouteDef) {
     ...(def.paymentInfo ? { "x-payment-info": def.paymentInfo } : {}),
   };
 }
+
+/** OpenAPI security per route auth; key_or_admin accepts either bearer (an API key or the admin key). */
+const SECURITY: Record<RouteDef["auth"], Record<string, string[]>[]> = {
+  none: [],
+  key: [{ bearerAuth: [] }],
+  admin: [{ adminAuth: [] }],
+  key_or_admin: [{ bearerAuth: [] }, { adminAuth: [] }],
+};
 
 function errorResponse(code: keyof typeof ERRORS) {
   return {

@@ -11,6 +11,8 @@ export type AuthState = Principal;
 export interface AppState {
   requestId: string;
   auth?: AuthState;
+  /** Set when a key_or_admin route was called with the admin key. */
+  admin?: boolean;
 }
 
 export type AppContext = Context & { state: AppState };
@@ -56,8 +58,12 @@ export interface RouteDef {
    * KEYLESS_REQUESTS_PER_MINUTE (429 RATE_LIMITED), so nobody can fill the database anonymously.
    */
   limitPerClient?: boolean;
-  /** none; key = an agent's API key; admin = the operator secret ADMIN_API_KEY (404 when unset). */
-  auth: "none" | "key" | "admin";
+  /**
+   * none; key = an agent's API key; admin = the operator secret ADMIN_API_KEY (404 when unset);
+   * key_or_admin = either: an amk_ bearer is an agent's key (state.auth), any other the admin key
+   * (state.admin), for reads an owner or the operator may make (a verification order).
+   */
+  auth: "none" | "key" | "admin" | "key_or_admin";
   params?: TObject;
   query?: TObject;
   body?: TSchema;

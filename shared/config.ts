@@ -69,6 +69,11 @@ export interface Config {
   payoutPauseAfterSignMs: number;
   keylessRequestsPerMinute: number;
   discoveryCacheSeconds: number;
+  verificationMonitoringScheduler: boolean;
+  verificationMinIntervalSeconds: number;
+  attestationTtlSeconds: number;
+  verificationProbeTimeoutMs: number;
+  verificationProbeMaxBytes: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -571,6 +576,41 @@ export const SETTINGS = {
     "how long the discovery documents (llms.txt, agent card, index…) are served from one snapshot, whose hashes /api/index.json lists",
     1,
     3600,
+  ),
+  verificationMonitoringScheduler: bool(
+    "VERIFICATION_MONITORING_SCHEDULER",
+    false,
+    "run monitoring subscriptions on BullMQ job schedulers (each run a separate 5 USDC charge); off → subscriptions are recorded but never run on their own",
+  ),
+  verificationMinIntervalSeconds: int(
+    "VERIFICATION_MIN_INTERVAL_SECONDS",
+    3600,
+    "the shortest monitoring interval a subscription may ask for (tests lower it)",
+    1,
+    30 * 24 * 3600,
+  ),
+  // At most RETIRED_KEY_PUBLISH_DAYS (7 days): a retired key stays in the JWKS that long, so every
+  // attestation it signed stays verifiable until it expires (docs/verification.md "Key rotation").
+  attestationTtlSeconds: int(
+    "ATTESTATION_TTL_SECONDS",
+    7 * 24 * 3600,
+    "how long a verification attestation is valid after its probe (at most 7 days, the retired-key publication window)",
+    60,
+    7 * 24 * 3600,
+  ),
+  verificationProbeTimeoutMs: int(
+    "VERIFICATION_PROBE_TIMEOUT_MS",
+    10000,
+    "budget of one verification probe request (each MCP request, the x402 challenge, the http-json call)",
+    100,
+    30000,
+  ),
+  verificationProbeMaxBytes: int(
+    "VERIFICATION_PROBE_MAX_BYTES",
+    1_000_000,
+    "largest response body a verification probe reads",
+    1024,
+    10_000_000,
   ),
 } as const;
 

@@ -37,7 +37,7 @@ function routeFacts(routes: RouteDef[]): RouteFact[] {
       summary: r.summary,
       ...(r.description ? { description: r.description } : {}),
       tag: r.tag,
-      auth: r.auth as "none" | "key",
+      auth: (r.auth === "key_or_admin" ? "key" : r.auth) as "none" | "key",
       paid: r.paymentInfo !== undefined,
       ...(r.params ? { params: plain(r.params) } : {}),
       ...(r.query ? { query: plain(r.query) } : {}),

@@ -1,6 +1,6 @@
 import { LANES, type LiveFacts, SERVICE_NAME, SERVICE_SUMMARY, SERVICE_VERSION } from "./facts.js";
 import { entryLinks } from "./llms.js";
-import { type DiscoverySources, urlOf } from "./sources.js";
+import { type DiscoverySources, hasRoute, urlOf } from "./sources.js";
 
 // /.well-known/agent-marketplace.json (our service descriptor) and /api/discovery (what an agent needs
 // to choose how to talk to us: protocols, networks, auth, tools, lanes, entry points).
@@ -67,6 +67,7 @@ export function marketplaceDescriptor(sources: DiscoverySources, facts: LiveFact
       openapi: u("/openapi.json"),
       x402: u("/.well-known/x402/service.json"),
       agent_card: u("/.well-known/agent-card.json"),
+      verification: hasRoute(sources, "get", "/api/verification") ? u("/api/verification") : null,
       mcp: sources.mcp ? u("/mcp") : null,
       mcp_null_reason: sources.mcp ? null : "mcp_transport_not_served",
     },

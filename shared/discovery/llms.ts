@@ -4,7 +4,7 @@ import { getConfig } from "../config.js";
 import { ERRORS } from "../errors.js";
 import { LANES, type LiveFacts, SERVICE_NAME, SERVICE_SUMMARY } from "./facts.js";
 import type { DiscoverySources, RouteFact } from "./sources.js";
-import { urlOf } from "./sources.js";
+import { hasRoute, urlOf } from "./sources.js";
 
 // /llms.txt (the llmstxt.org structure: H1, blockquote summary, paragraphs, H2 link lists, "Optional")
 // and /llms-full.txt (the whole agent reference, every route with its schemas) with its sha256 line.
@@ -28,6 +28,15 @@ export function entryLinks(sources: DiscoverySources) {
       ["Capabilities", u("/api/capabilities"), "the catalog with full listing records, by lane"],
       ["Machine catalog", u("/api/catalog"), "compact: price, input schema and invoke paths per listing"],
       ["Echo", u("/api/tools/echo?message=hello"), "free connectivity check"],
+      ...(hasRoute(sources, "get", "/api/verification")
+        ? [
+            [
+              "Verification service",
+              u("/api/verification"),
+              "5 USDC probes of an endpoint you name (http-json, x402, mcp) with signed attestations anyone can verify",
+            ],
+          ]
+        : []),
     ],
     payments: [
       ["Pricing", u("/api/wallet/pricing"), "fees, split, deposit terms and the chain"],

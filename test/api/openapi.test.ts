@@ -42,8 +42,12 @@ describe("GET /openapi.json", () => {
     for (const route of allRoutes()) {
       const op = doc.paths[route.path][route.method];
       if (route.auth !== "none") {
-        const scheme = route.auth === "key" ? "bearerAuth" : "adminAuth";
-        expect(op.security, `${route.method} ${route.path}`).toEqual([{ [scheme]: [] }]);
+        const schemes = {
+          key: ["bearerAuth"],
+          admin: ["adminAuth"],
+          key_or_admin: ["bearerAuth", "adminAuth"],
+        }[route.auth];
+        expect(op.security, `${route.method} ${route.path}`).toEqual(schemes.map((s) => ({ [s]: [] })));
         expect(op.responses["401"], `${route.method} ${route.path}`).toBeDefined();
         expect(op.responses["401"].content["application/json"].schema.$ref).toBe(
           "#/components/schemas/ErrorEnvelope",

@@ -1026,6 +1026,223 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/verification": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The verification service's surface descriptor: routes, price, protocols, verdicts, signing, safety */
+        get: operations["getApiVerification"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/verification/orders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Order a probe of an endpoint (http-json, x402 or mcp): 5 USDC held now, 202 with the order
+         * @description Captured when the probe ran, whatever the verdict; released when it could not run through our fault. Idempotency: X-Idempotency-Key (or Idempotency-Key) header or body idempotency_key; a replay answers the same order with Idempotent-Replayed: true, a different request under the key → 422.
+         */
+        post: operations["postApiVerificationOrders"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/verification/orders/{order_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An order with its verdict, checks, attestation link and money: its buyer or the admin key only */
+        get: operations["getApiVerificationOrdersOrderId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/verification/orders/{order_id}/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Probe the same target again: a new order, charged again, with a new attestation (the old one is kept) */
+        post: operations["postApiVerificationOrdersOrderIdRerun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/verification/attestations/{attestation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A signed attestation (public; the target redacted): the JWS, its kid and the attestation */
+        get: operations["getApiVerificationAttestationsAttestationId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/verification/attestations/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify an attestation: {jws} or {attestation} → valid, reason, kid, verdict (public)
+         * @description Reasons: malformed, unsupported_algorithm, unknown_key, bad_signature, tampered (the attestation given is not what was signed), expired, not_found. Anyone can do the same with the JWKS at /.well-known/jwks.json.
+         */
+        post: operations["postApiVerificationAttestationsVerify"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/verification/orders/{order_id}/monitoring": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Monitor an order's target every `interval` seconds, each run a separate 5 USDC charge
+         * @description Runs come from a job scheduler only when VERIFICATION_MONITORING_SCHEDULER is on (off by default; the surface says monitoring_scheduler_enabled). A run that cannot be paid pauses the subscription with a reason.
+         */
+        post: operations["postApiVerificationOrdersOrderIdMonitoring"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/verification/monitoring/{subscription_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a monitoring subscription (final; no further runs or charges) */
+        post: operations["postApiVerificationMonitoringSubscriptionIdCancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/connectors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The calling agent's connector records, newest first (at most 100) */
+        get: operations["getApiConnectors"];
+        put?: never;
+        /** Record an agent connector (trading or banking MCP connector; risk_level high; extra properties kept) */
+        post: operations["postApiConnectors"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/connectors/{connector_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One of the calling agent's connector records */
+        get: operations["getApiConnectorsConnectorId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/connectors/{connector_id}/disable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Disable a connector record (status disabled; it is no longer probed) */
+        post: operations["postApiConnectorsConnectorIdDisable"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/connectors/{connector_id}/probe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Probe the connector's MCP endpoint (initialize + tools/list only): fills last_probe_at and last_safe_status
+         * @description Never calls a tool, never sends credentials, never connects an account, never changes status.
+         */
+        post: operations["postApiConnectorsConnectorIdProbe"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/.well-known/jwks.json": {
         parameters: {
             query?: never;
@@ -9241,6 +9458,1041 @@ export interface operations {
             };
             /** @description error REQUEST_TOO_LARGE */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getApiVerification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schema: string;
+                        description: string;
+                        routes: {
+                            [key: string]: string;
+                        };
+                        pricing: {
+                            price_usdc: number;
+                            platform_fee_rate: number;
+                            money_note: string;
+                        };
+                        supported_protocols: ("http-json" | "x402" | "mcp")[];
+                        max_achievable_verdict: {
+                            [key: string]: "verified" | "reachable" | "failed";
+                        };
+                        verdict_vocabulary: ("verified" | "reachable" | "failed")[];
+                        prober_version: string;
+                        counts: {
+                            orders: number;
+                            attestations: number;
+                            monitoring_subscriptions: number;
+                        };
+                        signing_enabled: boolean;
+                        signing_key_source: string;
+                        signed_attestations_required: boolean;
+                        signing: {
+                            /** @constant */
+                            algorithm: "EdDSA";
+                            /** @constant */
+                            curve: "Ed25519";
+                            jwks_url: string;
+                            active_kid: string | null;
+                            attestation_ttl_seconds: number;
+                            retired_key_publish_days: number;
+                            payload: string;
+                        };
+                        monitoring_scheduler_enabled: boolean;
+                        monitoring_min_interval_seconds: number;
+                        paid_execution: {
+                            enabled: boolean;
+                            reason: string | null;
+                        };
+                        safety: {
+                            /** @constant */
+                            sells_testing_not_trust: true;
+                            /** @constant */
+                            paid_order_cannot_change_verdict: true;
+                            /** @constant */
+                            spend_on_target_endpoint: false;
+                            /** @constant */
+                            marketplace_trust_state_mutated: false;
+                            /** @constant */
+                            router_ranking_mutated: false;
+                            /** @constant */
+                            listings_mutated: false;
+                            outbound_fetch_boundary: string;
+                            /** @constant */
+                            outbound_fetches_use_safe_fetch: true;
+                            /** @constant */
+                            credentials_sent_to_target: false;
+                            /** @constant */
+                            x402_challenges_paid: false;
+                            /** @constant */
+                            mcp_tools_called: false;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    postApiVerificationOrders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description the endpoint to probe: an absolute http(s) URL on a public host */
+                    target: string;
+                    protocol: "http-json" | "x402" | "mcp";
+                    /** Format: uuid */
+                    listing_id?: string;
+                    idempotency_key?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 202 */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        order_id: string;
+                        status: "queued" | "running" | "completed" | "not_run";
+                        /** @description the full target: shown to its buyer and admins only */
+                        target: string;
+                        protocol: "http-json" | "x402" | "mcp";
+                        listing_id: string | null;
+                        rerun_of: string | null;
+                        subscription_id: string | null;
+                        verdict: ("verified" | "reachable" | "failed") | null;
+                        checks: {
+                            name: string;
+                            passed: boolean;
+                            observation: {
+                                [key: string]: unknown;
+                            };
+                        }[] | null;
+                        failure_reason: string | null;
+                        attestation_id: string | null;
+                        attestation_url: string | null;
+                        status_url: string;
+                        payment: {
+                            /** @constant */
+                            currency: "USDC";
+                            /** @description USDC, 6 decimals */
+                            price_usdc: string;
+                            state: "held" | "captured" | "released";
+                            /** @description USDC, 6 decimals */
+                            charged_usdc: string;
+                            /** @description USDC, 6 decimals */
+                            refunded_usdc: string;
+                            /** @constant */
+                            paid_to: "platform_revenue";
+                            /** @constant */
+                            target_paid: false;
+                        };
+                        /** Format: date-time */
+                        created_at: string;
+                        completed_at: string | null;
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PAYMENT_REQUIRED */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND, LISTING_NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error IDEMPOTENCY_KEY_REUSED */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error WALLET_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error TEMPORARILY_UNAVAILABLE */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getApiVerificationOrdersOrderId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                order_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        order_id: string;
+                        status: "queued" | "running" | "completed" | "not_run";
+                        /** @description the full target: shown to its buyer and admins only */
+                        target: string;
+                        protocol: "http-json" | "x402" | "mcp";
+                        listing_id: string | null;
+                        rerun_of: string | null;
+                        subscription_id: string | null;
+                        verdict: ("verified" | "reachable" | "failed") | null;
+                        checks: {
+                            name: string;
+                            passed: boolean;
+                            observation: {
+                                [key: string]: unknown;
+                            };
+                        }[] | null;
+                        failure_reason: string | null;
+                        attestation_id: string | null;
+                        attestation_url: string | null;
+                        status_url: string;
+                        payment: {
+                            /** @constant */
+                            currency: "USDC";
+                            /** @description USDC, 6 decimals */
+                            price_usdc: string;
+                            state: "held" | "captured" | "released";
+                            /** @description USDC, 6 decimals */
+                            charged_usdc: string;
+                            /** @description USDC, 6 decimals */
+                            refunded_usdc: string;
+                            /** @constant */
+                            paid_to: "platform_revenue";
+                            /** @constant */
+                            target_paid: false;
+                        };
+                        /** Format: date-time */
+                        created_at: string;
+                        completed_at: string | null;
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiVerificationOrdersOrderIdRerun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                order_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    idempotency_key?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 202 */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        order_id: string;
+                        status: "queued" | "running" | "completed" | "not_run";
+                        /** @description the full target: shown to its buyer and admins only */
+                        target: string;
+                        protocol: "http-json" | "x402" | "mcp";
+                        listing_id: string | null;
+                        rerun_of: string | null;
+                        subscription_id: string | null;
+                        verdict: ("verified" | "reachable" | "failed") | null;
+                        checks: {
+                            name: string;
+                            passed: boolean;
+                            observation: {
+                                [key: string]: unknown;
+                            };
+                        }[] | null;
+                        failure_reason: string | null;
+                        attestation_id: string | null;
+                        attestation_url: string | null;
+                        status_url: string;
+                        payment: {
+                            /** @constant */
+                            currency: "USDC";
+                            /** @description USDC, 6 decimals */
+                            price_usdc: string;
+                            state: "held" | "captured" | "released";
+                            /** @description USDC, 6 decimals */
+                            charged_usdc: string;
+                            /** @description USDC, 6 decimals */
+                            refunded_usdc: string;
+                            /** @constant */
+                            paid_to: "platform_revenue";
+                            /** @constant */
+                            target_paid: false;
+                        };
+                        /** Format: date-time */
+                        created_at: string;
+                        completed_at: string | null;
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PAYMENT_REQUIRED */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error IDEMPOTENCY_KEY_REUSED */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error WALLET_LIMIT_EXCEEDED */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error TEMPORARILY_UNAVAILABLE */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getApiVerificationAttestationsAttestationId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attestation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        attestation_id: string;
+                        kid: string;
+                        /** @description compact JWS (EdDSA) over the JCS bytes of `attestation` */
+                        jws: string;
+                        jwks_url: string;
+                        expired: boolean;
+                        attestation: {
+                            schema: string;
+                            /** Format: uuid */
+                            attestation_id: string;
+                            /** Format: uuid */
+                            order_id: string;
+                            issuer: string;
+                            target: {
+                                scheme: string;
+                                host: string;
+                                path_sha256: string;
+                                display: string;
+                            };
+                            protocol: "http-json" | "x402" | "mcp";
+                            verdict: "verified" | "reachable" | "failed";
+                            checks: {
+                                name: string;
+                                passed: boolean;
+                                observation: {
+                                    [key: string]: unknown;
+                                };
+                            }[];
+                            prober_version: string;
+                            /** Format: date-time */
+                            observed_at: string;
+                            /** Format: date-time */
+                            expires_at: string;
+                            /** @constant */
+                            paid_order_cannot_change_verdict: true;
+                        };
+                    };
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiVerificationAttestationsVerify: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    jws?: string;
+                    attestation?: {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        valid: boolean;
+                        reason: ("malformed" | "unsupported_algorithm" | "unknown_key" | "bad_signature" | "tampered" | "expired" | "not_found") | null;
+                        kid: string | null;
+                        verdict: ("verified" | "reachable" | "failed") | null;
+                        attestation_id: string | null;
+                        expires_at: string | null;
+                        jwks_url: string;
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiVerificationOrdersOrderIdMonitoring: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                order_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description seconds between runs; at least VERIFICATION_MIN_INTERVAL_SECONDS */
+                    interval: number;
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 201 */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        subscription_id: string;
+                        /** Format: uuid */
+                        order_id: string;
+                        interval_seconds: number;
+                        status: "active" | "paused" | "cancelled";
+                        paused_reason: string | null;
+                        /** @description USDC, 6 decimals */
+                        price_per_run_usdc: string;
+                        scheduler_enabled: boolean;
+                        /** Format: date-time */
+                        created_at: string;
+                        cancelled_at: string | null;
+                        last_run_at: string | null;
+                        runs: {
+                            /** Format: uuid */
+                            run_id: string;
+                            status: "charged" | "unpaid" | "skipped";
+                            reason: string | null;
+                            order_id: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error TEMPORARILY_UNAVAILABLE */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiVerificationMonitoringSubscriptionIdCancel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        subscription_id: string;
+                        /** Format: uuid */
+                        order_id: string;
+                        interval_seconds: number;
+                        status: "active" | "paused" | "cancelled";
+                        paused_reason: string | null;
+                        /** @description USDC, 6 decimals */
+                        price_per_run_usdc: string;
+                        scheduler_enabled: boolean;
+                        /** Format: date-time */
+                        created_at: string;
+                        cancelled_at: string | null;
+                        last_run_at: string | null;
+                        runs: {
+                            /** Format: uuid */
+                            run_id: string;
+                            status: "charged" | "unpaid" | "skipped";
+                            reason: string | null;
+                            order_id: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getApiConnectors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        connectors: ({
+                            schema: string;
+                            /** Format: uuid */
+                            connector_id: string;
+                            deployment_id?: string;
+                            connector_type: "trading_connector" | "banking_connector";
+                            status: "disconnected" | "connection_required" | "connected" | "disabled" | "error";
+                            mcp_server_name: "trading-connector" | "banking-connector";
+                            endpoint?: string;
+                            /** @constant */
+                            risk_level: "high";
+                            last_probe_at: string | null;
+                            last_safe_status: {
+                                schema_probe_available: boolean;
+                                tools_visible: boolean;
+                                requires_connection: boolean;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                            /** Format: date-time */
+                            created_at: string;
+                            /** Format: date-time */
+                            updated_at: string;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiConnectors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    deployment_id?: string;
+                    connector_type: "trading_connector" | "banking_connector";
+                    status?: "disconnected" | "connection_required" | "connected" | "disabled" | "error";
+                    mcp_server_name: "trading-connector" | "banking-connector";
+                    endpoint?: string;
+                    /** @constant */
+                    risk_level?: "high";
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 201 */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schema: string;
+                        /** Format: uuid */
+                        connector_id: string;
+                        deployment_id?: string;
+                        connector_type: "trading_connector" | "banking_connector";
+                        status: "disconnected" | "connection_required" | "connected" | "disabled" | "error";
+                        mcp_server_name: "trading-connector" | "banking-connector";
+                        endpoint?: string;
+                        /** @constant */
+                        risk_level: "high";
+                        last_probe_at: string | null;
+                        last_safe_status: {
+                            schema_probe_available: boolean;
+                            tools_visible: boolean;
+                            requires_connection: boolean;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getApiConnectorsConnectorId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                connector_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schema: string;
+                        /** Format: uuid */
+                        connector_id: string;
+                        deployment_id?: string;
+                        connector_type: "trading_connector" | "banking_connector";
+                        status: "disconnected" | "connection_required" | "connected" | "disabled" | "error";
+                        mcp_server_name: "trading-connector" | "banking-connector";
+                        endpoint?: string;
+                        /** @constant */
+                        risk_level: "high";
+                        last_probe_at: string | null;
+                        last_safe_status: {
+                            schema_probe_available: boolean;
+                            tools_visible: boolean;
+                            requires_connection: boolean;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiConnectorsConnectorIdDisable: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                connector_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schema: string;
+                        /** Format: uuid */
+                        connector_id: string;
+                        deployment_id?: string;
+                        connector_type: "trading_connector" | "banking_connector";
+                        status: "disconnected" | "connection_required" | "connected" | "disabled" | "error";
+                        mcp_server_name: "trading-connector" | "banking-connector";
+                        endpoint?: string;
+                        /** @constant */
+                        risk_level: "high";
+                        last_probe_at: string | null;
+                        last_safe_status: {
+                            schema_probe_available: boolean;
+                            tools_visible: boolean;
+                            requires_connection: boolean;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiConnectorsConnectorIdProbe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                connector_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schema: string;
+                        /** Format: uuid */
+                        connector_id: string;
+                        deployment_id?: string;
+                        connector_type: "trading_connector" | "banking_connector";
+                        status: "disconnected" | "connection_required" | "connected" | "disabled" | "error";
+                        mcp_server_name: "trading-connector" | "banking-connector";
+                        endpoint?: string;
+                        /** @constant */
+                        risk_level: "high";
+                        last_probe_at: string | null;
+                        last_safe_status: {
+                            schema_probe_available: boolean;
+                            tools_visible: boolean;
+                            requires_connection: boolean;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error CONFLICT */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
