@@ -9657,6 +9657,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error IDEMPOTENCY_KEY_REUSED */
             422: {
                 headers: {
@@ -9744,6 +9753,15 @@ export interface operations {
                         created_at: string;
                         completed_at: string | null;
                     };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description error UNAUTHORIZED */
@@ -9868,6 +9886,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error IDEMPOTENCY_KEY_REUSED */
             422: {
                 headers: {
@@ -9955,6 +9982,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error NOT_FOUND */
             404: {
                 headers: {
@@ -10003,6 +10039,15 @@ export interface operations {
             };
             /** @description error SCHEMA_VALIDATION_FAILED */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -10090,6 +10135,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error TEMPORARILY_UNAVAILABLE */
             503: {
                 headers: {
@@ -10143,6 +10197,15 @@ export interface operations {
                             created_at: string;
                         }[];
                     };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description error UNAUTHORIZED */
@@ -10296,6 +10359,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     getApiConnectorsConnectorId: {
@@ -10341,6 +10413,15 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description error UNAUTHORIZED */
@@ -10408,6 +10489,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description error UNAUTHORIZED */
             401: {
                 headers: {
@@ -10471,6 +10561,15 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description error UNAUTHORIZED */
