@@ -38,6 +38,9 @@ const ids = {
   askerKey: "",
   listing: "",
   deposit: "",
+  order: "",
+  subscription: "",
+  connector: "",
 };
 
 async function newKey(agentKey: string, body: Record<string, unknown>): Promise<{ id: string; key: string }> {
@@ -56,7 +59,7 @@ beforeAll(async () => {
   );
   const otherSeller = await buildAgent("seller");
   owner = await buildAgent("both");
-  await fundAgent(owner.agentId, usdc(5));
+  await fundAgent(owner.agentId, usdc(30));
   const foreign = await buildAgent();
   const plain = await newKey(owner.apiKey, { name: "plain" });
   const revoked = await newKey(owner.apiKey, { name: "revoked" });
@@ -106,6 +109,29 @@ beforeAll(async () => {
     })
     .returning("id");
   ids.deposit = deposit.id;
+  const order = await api("POST", "/api/verification/orders", {
+    key: owner.apiKey,
+    body: { target: `${seller.url}/probe`, protocol: "http-json" },
+  });
+  expect(order.status, JSON.stringify(order.body)).toBe(202);
+  ids.order = order.body.order_id;
+  overrideConfig({ verificationMinIntervalSeconds: 60 });
+  const monitoring = await api("POST", `/api/verification/orders/${ids.order}/monitoring`, {
+    key: owner.apiKey,
+    body: { interval: 3600 },
+  });
+  expect(monitoring.status, JSON.stringify(monitoring.body)).toBe(201);
+  ids.subscription = monitoring.body.subscription_id;
+  const connector = await api("POST", "/api/connectors", {
+    key: owner.apiKey,
+    body: {
+      connector_type: "trading_connector",
+      mcp_server_name: "trading-connector",
+      endpoint: `${seller.url}/mcp`,
+    },
+  });
+  expect(connector.status, JSON.stringify(connector.body)).toBe(201);
+  ids.connector = connector.body.connector_id;
   for (const [name, value] of Object.entries(ids)) expect(value, name).toEqual(expect.any(String));
 });
 
@@ -162,6 +188,35 @@ const MATRIX: Row[] = [
     expect: { ...READ, plain: 403, owner: 200 },
     unchanged: async () => (await db()("api_keys").where({ id: ids.askerKey }).first()).revoked_at,
   },
+  { route: "GET /api/verification/orders/{order}", expect: { ...READ, plain: 200, owner: 200 } },
+  { route: "GET /api/connectors/{connector}", expect: { ...READ, plain: 200, owner: 200 } },
+  {
+    route: "POST /api/verification/orders/{order}/rerun",
+    body: {},
+    expect: { ...READ, plain: 202, owner: 202 },
+    unchanged: async () =>
+      (await db()("verification_orders").where({ rerun_of: ids.order }).count({ n: "*" }))[0]!.n,
+  },
+  {
+    route: "POST /api/verification/orders/{order}/monitoring",
+    body: { interval: 7200 },
+    expect: { ...READ, plain: 201, owner: 201 },
+    unchanged: async () =>
+      (await db()("monitoring_subscriptions").where({ order_id: ids.order }).count({ n: "*" }))[0]!.n,
+  },
+  {
+    route: "POST /api/verification/monitoring/{subscription}/cancel",
+    body: {},
+    expect: { ...READ, plain: 200, owner: 200 },
+    unchanged: async () =>
+      (await db()("monitoring_subscriptions").where({ id: ids.subscription }).first()).status,
+  },
+  {
+    route: "POST /api/connectors/{connector}/disable",
+    body: {},
+    expect: { ...READ, plain: 200, owner: 200 },
+    unchanged: async () => (await db()("connectors").where({ id: ids.connector }).first()).status,
+  },
   {
     route: "DELETE /api/capabilities/{listing}",
     expect: { foreign: 404, revoked: 401, none: 401, plain: 200, owner: 200 },
@@ -209,21 +264,27 @@ describe("the authorization matrix", () => {
   it("another agent's thing reads exactly like an unknown id", async () => {
     const unknown = "00000000-0000-4000-8000-000000000000";
     for (const template of [
+      "/api/verification/orders/{id}",
+      "/api/connectors/{id}",
       "/api/execute/status/{id}",
       "/api/commerce/receipts/{id}",
       "/api/quotes/{id}",
       "/api/wallet/deposits/{id}",
       "/api/approvals/{id}",
     ]) {
-      const mine = template.includes("status")
-        ? ids.invocation
-        : template.includes("receipts")
-          ? ids.receipt
-          : template.includes("quotes")
-            ? ids.quote
-            : template.includes("deposits")
-              ? ids.deposit
-              : ids.approval;
+      const mine = template.includes("orders")
+        ? ids.order
+        : template.includes("connectors")
+          ? ids.connector
+          : template.includes("status")
+            ? ids.invocation
+            : template.includes("receipts")
+              ? ids.receipt
+              : template.includes("quotes")
+                ? ids.quote
+                : template.includes("deposits")
+                  ? ids.deposit
+                  : ids.approval;
       const theirs = await api("GET", template.replace("{id}", mine), { key: keys.foreign });
       const none = await api("GET", template.replace("{id}", unknown), { key: keys.foreign });
       expect([theirs.status, theirs.body.error.code], template).toEqual([none.status, none.body.error.code]);
