@@ -52,6 +52,15 @@ beforeAll(async () => {
   const quote = await api("POST", "/api/quotes", { key: buyer.apiKey, body: { listing_id: paid.id } });
   const spare = await api("POST", "/api/keys", { key: buyer.apiKey, body: { name: "fuzz-spare" } });
   expect([ran.status, quote.status, spare.status]).toEqual([200, 201, 201]);
+  const order = await api("POST", "/api/verification/orders", {
+    key: buyer.apiKey,
+    body: { target: seller.url, protocol: "http-json" },
+  });
+  const connector = await api("POST", "/api/connectors", {
+    key: buyer.apiKey,
+    body: { connector_type: "trading_connector", mcp_server_name: "trading-connector" },
+  });
+  expect([order.status, connector.status]).toEqual([202, 201]);
   const foreignRun = await api("POST", "/api/execute", {
     key: foreign.apiKey,
     body: { task: free.slug, input: {} },
@@ -67,6 +76,8 @@ beforeAll(async () => {
       receipt_id: [ran.body.receipt_id, foreignRun.body.receipt_id],
       quote_id: [quote.body.quote_id],
       key_id: [spare.body.key.id ?? spare.body.key.key_id],
+      order_id: [order.body.order_id],
+      connector_id: [connector.body.connector_id],
     },
   };
   // From here on nothing runs in the background: no worker, no sweeper; executes answer 202 at once.
