@@ -28,7 +28,7 @@ let okSeller: TestSeller;
 let brokenSeller: TestSeller;
 let buyer: TestAgent;
 let other: TestAgent;
-const ids = { succeeded: "", failed: "", free: "", receipt: "" };
+const ids = { succeeded: "", failed: "", free: "", receipt: "", order: "" };
 
 beforeAll(async () => {
   ownDb = await useOwnDatabase("invariants");
@@ -40,7 +40,7 @@ beforeAll(async () => {
   );
   brokenSeller = await startSeller((_call, res) => json(res, 500, { error: "boom" }));
   const seller = await buildAgent("seller");
-  buyer = await fundedAgent(1);
+  buyer = await fundedAgent(10);
   other = await buildAgent();
   const paid = await buildListing({ endpointUrl: okSeller.url, price: 0.1, sellerId: seller.agentId });
   const broken = await buildListing({ endpointUrl: brokenSeller.url, price: 0.1, sellerId: seller.agentId });
@@ -59,6 +59,13 @@ beforeAll(async () => {
   });
   expect(ran.status).toBe(200);
   ids.free = ran.body.invocation_id;
+  // A verification order, left queued (no probes worker here): its 5 USDC stay held.
+  const order = await api("POST", "/api/verification/orders", {
+    key: buyer.apiKey,
+    body: { target: okSeller.url, protocol: "http-json" },
+  });
+  expect(order.status).toBe(202);
+  ids.order = order.body.order_id;
 });
 
 afterAll(async () => {
@@ -139,8 +146,12 @@ describe("the invariant checker", () => {
         await trx.raw("alter table ledger_accounts drop constraint ledger_accounts_balance_check");
         const held = await accountOf(trx, buyer.agentId, "agent_held");
         const available = await accountOf(trx, buyer.agentId, "agent_available");
+        // Move the held balance and one micro more to available: Σ stays 0, held goes to -1.
+        const heldBalance = BigInt((await trx("ledger_accounts").where({ id: held }).first()).balance_micros);
         await trx("ledger_accounts").where({ id: held }).update({ balance_micros: -1 });
-        await trx("ledger_accounts").where({ id: available }).increment("balance_micros", 1);
+        await trx("ledger_accounts")
+          .where({ id: available })
+          .increment("balance_micros", Number(heldBalance + 1n));
       }),
     ).toEqual(["balance_matches_entries", "no_negative_balance"]);
   });
@@ -176,6 +187,19 @@ describe("the invariant checker", () => {
     ]);
     expect(await brokenBy(dropEvidence(ids.failed, "refund"))).toEqual(["evidence_matches_money"]);
     expect(await brokenBy(dropEvidence(ids.failed, "authorization"))).toEqual(["evidence_matches_money"]);
+  });
+
+  it("a verification order whose status, charge and ledger disagree", async () => {
+    expect(
+      await brokenBy((trx) =>
+        trx("verification_orders").where({ id: ids.order }).update({ status: "completed" }),
+      ),
+    ).toEqual(["verification_order_money_state"]);
+    expect(
+      await brokenBy((trx) =>
+        trx("verification_orders").where({ id: ids.order }).update({ charge_state: "captured" }),
+      ),
+    ).toEqual(["verification_order_money_state"]);
   });
 
   it("a receipt whose amount is not what was captured, and a second succeeded attempt", async () => {

@@ -115,6 +115,25 @@ export const SQL_CHECKS: SqlCheck[] = [
               or (held.resolution is null and (cap.id is not null or ref.id is not null)))`,
   },
   {
+    name: "verification_order_money_state",
+    promise:
+      "a verification order holds its price while open, is captured when its probe ran and released when it could not run, with evidence of each",
+    sql: `select 'verification order ' || o.id as subject,
+                 'status ' || o.status || ', charge ' || o.charge_state || ', ledger ' ||
+                 coalesce(r.kind, case when h.id is null then 'no hold' else 'hold open' end) ||
+                 case when r.kind = 'capture' and cap.id is null then ', no capture evidence'
+                      when r.kind = 'release' and ref.id is null then ', no refund evidence' else '' end as detail
+            from verification_orders o
+            left join ledger_transactions h on h.idempotency_key = 'verification:hold:' || o.id::text
+            left join ledger_transactions r on r.resolves_transaction_id = h.id
+            left join payment_evidence cap on cap.subject_type = 'verification_order' and cap.subject_id = o.id::text and cap.state = 'capture'
+            left join payment_evidence ref on ref.subject_type = 'verification_order' and ref.subject_id = o.id::text and ref.state = 'refund'
+           where h.id is null
+              or (o.status in ('queued', 'running') and (r.id is not null or o.charge_state <> 'held'))
+              or (o.status = 'completed' and (coalesce(r.kind, '') <> 'capture' or o.charge_state <> 'captured' or cap.id is null))
+              or (o.status = 'not_run' and (coalesce(r.kind, '') <> 'release' or o.charge_state <> 'released' or ref.id is null))`,
+  },
+  {
     name: "capture_only_on_success",
     promise: "no invocation that did not succeed has capture evidence or a receipt",
     sql: `select 'invocation ' || i.id as subject, 'status ' || i.status || ' with ' ||
