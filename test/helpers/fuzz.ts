@@ -4,6 +4,8 @@
 // bad and foreign keys, oversized bodies, odd methods and content types. Deterministic for a seed, so
 // a failing case can be replayed from the line the test prints.
 
+import { pick, rng } from "../../bench/catalog/random.js";
+
 export interface FuzzRequest {
   /** The mutation class, for the report (valid, wrong_type, missing_field, …). */
   kind: string;
@@ -34,20 +36,6 @@ interface Operation {
 }
 
 type Schema = Record<string, unknown>;
-
-/** mulberry32: a small seeded PRNG, so every run of one seed sends the same requests. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const pick = <T>(rand: () => number, items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
 
 function uuid(rand: () => number): string {
   const hex = Array.from({ length: 32 }, () => Math.floor(rand() * 16).toString(16)).join("");
@@ -221,7 +209,7 @@ const JSON_TYPE = { "content-type": "application/json" };
  * Each round (a new seed) draws other values.
  */
 export function requestsFor(op: Operation, ctx: FuzzContext, seed: number): FuzzRequest[] {
-  const rand = prng(seed);
+  const rand = rng(seed);
   const operation = `${op.method} ${op.template}`;
   const hasBody = op.body !== undefined;
   const make = (kind: string, over: Partial<FuzzRequest> = {}): FuzzRequest => ({
