@@ -44,7 +44,14 @@ function operation(def: RouteDef) {
     summary: def.summary,
     ...(def.description ? { description: def.description } : {}),
     tags: [def.tag],
-    security: def.auth === "key" ? [{ bearerAuth: [] }] : def.auth === "admin" ? [{ adminAuth: [] }] : [],
+    security:
+      def.auth === "key"
+        ? [{ bearerAuth: [] }]
+        : def.auth === "admin"
+          ? [{ adminAuth: [] }]
+          : def.auth === "platform"
+            ? [{ platformSignature: [] }]
+            : [],
     parameters: [...parameters(def.params, "path"), ...parameters(def.query, "query")],
     ...(def.body
       ? { requestBody: { required: true, content: { "application/json": { schema: plain(def.body) } } } }
@@ -101,6 +108,13 @@ export function buildOpenApi(routes: RouteDef[], baseUrl: string = getConfig().p
           type: "http",
           scheme: "bearer",
           description: "operator secret ADMIN_API_KEY; the admin API answers 404 when it is not configured",
+        },
+        platformSignature: {
+          type: "apiKey",
+          in: "header",
+          name: "webhook-signature",
+          description:
+            "the platform's own Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature v1a Ed25519 by a key of /.well-known/jwks.json): hosted tool endpoints serve only the executions worker",
         },
       },
       schemas: { ErrorEnvelope: plain(ErrorEnvelope) },

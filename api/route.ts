@@ -11,6 +11,8 @@ export type AuthState = Principal;
 export interface AppState {
   requestId: string;
   auth?: AuthState;
+  /** The JSON request body as received (signed platform calls are verified over these exact bytes). */
+  rawBody?: string;
 }
 
 export type AppContext = Context & { state: AppState };
@@ -56,8 +58,11 @@ export interface RouteDef {
    * KEYLESS_REQUESTS_PER_MINUTE (429 RATE_LIMITED), so nobody can fill the database anonymously.
    */
   limitPerClient?: boolean;
-  /** none; key = an agent's API key; admin = the operator secret ADMIN_API_KEY (404 when unset). */
-  auth: "none" | "key" | "admin";
+  /**
+   * none; key = an agent's API key; admin = the operator secret ADMIN_API_KEY (404 when unset);
+   * platform = only the platform's own signed calls (the executions worker calling a hosted tool).
+   */
+  auth: "none" | "key" | "admin" | "platform";
   params?: TObject;
   query?: TObject;
   body?: TSchema;

@@ -42,7 +42,8 @@ describe("GET /openapi.json", () => {
     for (const route of allRoutes()) {
       const op = doc.paths[route.path][route.method];
       if (route.auth !== "none") {
-        const scheme = route.auth === "key" ? "bearerAuth" : "adminAuth";
+        const scheme =
+          route.auth === "key" ? "bearerAuth" : route.auth === "admin" ? "adminAuth" : "platformSignature";
         expect(op.security, `${route.method} ${route.path}`).toEqual([{ [scheme]: [] }]);
         expect(op.responses["401"], `${route.method} ${route.path}`).toBeDefined();
         expect(op.responses["401"].content["application/json"].schema.$ref).toBe(
