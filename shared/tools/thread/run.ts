@@ -7,7 +7,11 @@ import { getConfig } from "../../config.js";
 import { AppError } from "../../errors.js";
 import type { ThreadJob } from "./worker.js";
 
+/** Warm workers kept between jobs: starting one costs far more than most parses (bench:tools). */
+export const IDLE_WORKERS = 2;
+
 let entry: Promise<string> | undefined;
+const idle: Worker[] = [];
 
 /**
  * The worker's script: the compiled worker.js beside this module (dist). Run from TypeScript sources
@@ -38,18 +42,10 @@ function workerEntry(): Promise<string> {
   return entry;
 }
 
-/**
- * Runs a job in a fresh worker thread with a heap limit (PARSE_MAX_MEMORY_MB) and a hard deadline (then
- * terminate). Past the deadline → 504 TIMEOUT; out of memory or a crash → 502 PROVIDER_FAILED: either
- * way the call fails, so the buyer's hold is released. `what` names the work in messages and reasons.
- */
-export async function runInThread<T>(
-  task: ThreadJob,
-  deadlineMs: number,
-  what: "parse" | "extract",
-): Promise<T> {
+async function takeWorker(): Promise<Worker> {
+  const warm = idle.pop();
+  if (warm) return warm;
   const { parseMaxMemoryMb } = getConfig();
-  const parseDeadlineMs = deadlineMs;
   const worker = new Worker(await workerEntry(), {
     resourceLimits: {
       maxOldGenerationSizeMb: parseMaxMemoryMb,
@@ -59,27 +55,42 @@ export async function runInThread<T>(
     stdout: true,
     stderr: true,
   });
+  // An idle worker must not keep the process alive.
+  worker.unref();
+  return worker;
+}
+
+function giveBack(worker: Worker): void {
+  if (idle.length < IDLE_WORKERS) idle.push(worker);
+  else void worker.terminate();
+}
+
+/**
+ * Runs a job in a worker thread (a warm one when idle, else a fresh one) with a heap limit
+ * (PARSE_MAX_MEMORY_MB) and a hard deadline. Past the deadline the worker is terminated → 504 TIMEOUT; out
+ * of memory or a crash → 502 PROVIDER_FAILED: either way the call fails, so the buyer's hold is
+ * released. A worker that failed is never reused. `what` names the work in messages and reasons.
+ */
+export async function runInThread<T>(
+  task: ThreadJob,
+  deadlineMs: number,
+  what: "parse" | "extract",
+): Promise<T> {
+  const worker = await takeWorker();
   return new Promise<T>((resolve, reject) => {
     let settled = false;
-    const finish = (fn: () => void) => {
+    const finish = (fn: () => void, reusable: boolean) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      worker.off("message", onMessage);
+      worker.off("error", onError);
+      worker.off("exit", onExit);
+      if (reusable) giveBack(worker);
+      else void worker.terminate();
       fn();
-      void worker.terminate();
     };
-    const timer = setTimeout(
-      () =>
-        finish(() =>
-          reject(
-            new AppError("TIMEOUT", `the ${what} step did not finish within ${parseDeadlineMs} ms`, {
-              reason: `${what}_deadline_exceeded`,
-            }),
-          ),
-        ),
-      parseDeadlineMs,
-    );
-    worker.once("message", (answer: { ok: true; output: T } | { ok: false; message: string }) =>
+    const onMessage = (answer: { ok: true; output: T } | { ok: false; message: string }) =>
       finish(() => {
         if (answer.ok) resolve(answer.output);
         else
@@ -89,9 +100,8 @@ export async function runInThread<T>(
               message: answer.message,
             }),
           );
-      }),
-    );
-    worker.once("error", (error) =>
+      }, answer.ok);
+    const onError = (error: Error) =>
       finish(() => {
         const oom = /memory/i.test(String((error as { code?: string }).code ?? error.message));
         reject(
@@ -99,18 +109,39 @@ export async function runInThread<T>(
             reason: oom ? `${what}_memory_exceeded` : `${what}_failed`,
           }),
         );
-      }),
-    );
-    worker.once("exit", (code) =>
-      finish(() =>
-        reject(
-          new AppError("PROVIDER_FAILED", `the ${what} worker stopped`, {
-            reason: `${what}_failed`,
-            exit_code: code,
-          }),
+      }, false);
+    const onExit = (code: number) =>
+      finish(
+        () =>
+          reject(
+            new AppError("PROVIDER_FAILED", `the ${what} worker stopped`, {
+              reason: `${what}_failed`,
+              exit_code: code,
+            }),
+          ),
+        false,
+      );
+    const timer = setTimeout(
+      () =>
+        finish(
+          () =>
+            reject(
+              new AppError("TIMEOUT", `the ${what} step did not finish within ${deadlineMs} ms`, {
+                reason: `${what}_deadline_exceeded`,
+              }),
+            ),
+          false,
         ),
-      ),
+      deadlineMs,
     );
+    worker.on("message", onMessage);
+    worker.once("error", onError);
+    worker.once("exit", onExit);
     worker.postMessage(task);
   });
+}
+
+/** Stops the warm workers (process shutdown, tests). */
+export async function closeToolThreads(): Promise<void> {
+  await Promise.all(idle.splice(0).map((w) => w.terminate()));
 }
