@@ -1,4 +1,5 @@
 import { createServer, type Server } from "node:http";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import type { Worker } from "bullmq";
 import type { Address } from "viem";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -260,6 +261,37 @@ describe("the other ways in", () => {
     expect(await usdcBalance(chain, buyer.wallet.address)).toBe(90_000n);
     expect(await usdcBalance(chain, platform)).toBe(platformBefore + 10_000n);
     expect((await revenue()) - revenueBefore).toBe(10_000n);
+  });
+
+  it("MCP: agentmarket_execute with task 'search' runs the tool and charges 0.01 from the key's balance", async () => {
+    const buyer = await fundedAgent(1);
+    const client = new Client(
+      { name: "tools-test", version: "1.0.0" },
+      { versionNegotiation: { mode: "auto" } },
+    );
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${base()}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${buyer.apiKey}` } },
+      }),
+    );
+    try {
+      const run = await client.callTool({
+        name: "agentmarket_execute",
+        arguments: { task: "search", input: { query: "mcp search", max_results: 1 } },
+      });
+      expect(run.isError, JSON.stringify(run.content)).toBeFalsy();
+      expect(run.structuredContent).toMatchObject({
+        success: true,
+        provider: { listing_id: ids.web_search },
+        output: {
+          provider: "searxng",
+          results: [expect.objectContaining({ url: "https://site0.example/page" })],
+        },
+      });
+    } finally {
+      await client.close();
+    }
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.99), held: 0n });
   });
 
   it("the sandbox: match quotes the tool, execute runs it for tUSDC", async () => {

@@ -78,8 +78,9 @@ export function parseJson(text: string): JsonOutput {
     if (type === "array") {
       const items = value as unknown[];
       if (items.length > stats.max_array_length) stats.max_array_length = items.length;
+      const itemPath = `${path}[]`;
       for (let i = items.length - 1; i >= 0; i--)
-        stack.push({ value: items[i], path: `${path}[]`, depth: depth + 1 });
+        stack.push({ value: items[i], path: itemPath, depth: depth + 1 });
     } else if (type === "object") {
       const keys = Object.keys(value as object);
       if (keys.length > stats.max_object_keys) stats.max_object_keys = keys.length;
