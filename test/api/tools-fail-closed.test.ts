@@ -44,6 +44,8 @@ beforeAll(async () => {
   ownDb = await useOwnDatabase("toolsgate");
   chain = await startLocalChain();
   await usePaidChain(chain);
+  // Discovery documents are served from a snapshot: rebuild it on every read, so a config change shows.
+  overrideConfig({ discoveryCacheSeconds: 0 });
   original = getConfig();
   service = await startService({ worker: false, sweeper: false });
   buyer = await buildAgent();
@@ -85,6 +87,9 @@ async function everyRead(slug: string, task: string): Promise<Record<string, boo
     x402_match: await seen(`/api/x402/execute/match?task=${task}`),
     x402_discover: await seen("/api/x402/discover?limit=100"),
     sandbox_match: await seen(`/api/tumbler/execute/match?task=${task}`, buyer.apiKey),
+    // Discovery documents name a tool by its id (descriptor tools, agent-card skills).
+    discovery: (await mentions("/api/discovery")).includes(`"${slug.replace("-", "_")}"`),
+    agent_card: (await mentions("/.well-known/agent-card.json")).includes(`tool-${slug.replace("-", "_")}`),
   };
 }
 
@@ -133,6 +138,8 @@ describe("a provider-gated tool without its provider", () => {
         x402_match: true,
         x402_discover: true,
         sandbox_match: true,
+        discovery: true,
+        agent_card: true,
       });
     },
   );
