@@ -42,6 +42,10 @@ const corpus: [string, (typeof PARSE_FORMATS)[number], string][] = [
   ["CSV newline flood", "csv", "\n".repeat(MB)],
   ["CSV repetition", "csv", "1,2,3,true,2026-01-01\n".repeat(47_000)],
   ["BOM only", "csv", "\uFEFF"],
+  // Character bounds alone would let these serialize past the byte bound (3-byte characters, escapes).
+  ["CSV of control characters", "csv", `h\n${"\u0001".repeat(1999)}\n`.repeat(260)],
+  ["HTML of 3-byte characters", "html", `<p>${"界".repeat(340_000)}</p>`],
+  ["markdown of escapes", "markdown", `${"\u0002".repeat(1990)}\n\n`.repeat(500)],
   ["empty", "json", ""],
 ];
 
@@ -56,6 +60,8 @@ describe("the hostile corpus, through the worker thread", () => {
       const { output } = await parseDocument({ format, content });
       assertBounded(output);
       expect(typeof output.truncated).toBe("boolean");
+      if (_name.startsWith("CSV of control") || _name.startsWith("HTML of 3-byte"))
+        expect(output.truncated).toBe(true);
     } catch (error) {
       expect(error).toBeInstanceOf(AppError);
       expect(["TIMEOUT", "PROVIDER_FAILED", "SCHEMA_VALIDATION_FAILED"]).toContain((error as AppError).code);
@@ -73,6 +79,18 @@ describe("the hostile corpus, through the worker thread", () => {
     overrideConfig(original);
     const { output } = await parseDocument({ format: "csv", content: "a\n1\n" });
     expect(output).toMatchObject({ format: "csv", rows: [[1]] });
+  });
+
+  it("a worker over its heap limit fails the call (502 parse_memory_exceeded); the next parse runs", async () => {
+    overrideConfig({ ...original, parseMaxMemoryMb: 8 });
+    const objects = `[${'{"k":[1,2,3]},'.repeat(70_000)}{}]`;
+    await expect(parseDocument({ format: "json", content: objects })).rejects.toMatchObject({
+      code: "PROVIDER_FAILED",
+      details: { reason: "parse_memory_exceeded" },
+    });
+    overrideConfig(original);
+    const { output } = await parseDocument({ format: "json", content: objects });
+    expect(output).toMatchObject({ format: "json", valid: true });
   });
 
   it("flags a cut output: a CSV over the row bound is truncated", async () => {

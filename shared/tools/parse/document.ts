@@ -1,4 +1,5 @@
 import { AppError, validationError } from "../../errors.js";
+import { fitToBytes } from "../output-bound.js";
 import { parseCsv } from "./csv.js";
 import { parseHtml } from "./html.js";
 import { parseJson } from "./json.js";
@@ -84,17 +85,23 @@ export function decodeDocument(input: ParseInputT): ParseJob {
   };
 }
 
-/** Runs the job's parser (inside the parse worker thread; tests call it directly). */
+/** Runs the job's parser (inside the parse worker thread; tests call it directly), within the byte bound. */
 export function runParser(job: ParseJob) {
   const common = { input_bytes: job.inputBytes, warnings: job.warnings };
   switch (job.format) {
-    case "csv":
-      return { ...parseCsv(job.text, job.delimiter, job.hasHeader), ...common };
+    case "csv": {
+      const out = fitToBytes(
+        { ...parseCsv(job.text, job.delimiter, job.hasHeader), ...common },
+        { arrays: ["rows"] },
+      );
+      out.row_count = out.rows.length;
+      return out;
+    }
     case "json":
-      return { ...parseJson(job.text), ...common };
+      return fitToBytes({ ...parseJson(job.text), ...common }, { nulls: ["value"] });
     case "markdown":
-      return { ...parseMarkdown(job.text), ...common };
+      return fitToBytes({ ...parseMarkdown(job.text), ...common }, { arrays: ["blocks", "toc"] });
     case "html":
-      return { ...parseHtml(job.text), ...common };
+      return fitToBytes({ ...parseHtml(job.text), ...common }, { arrays: ["links"], strings: ["text"] });
   }
 }

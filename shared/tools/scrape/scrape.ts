@@ -2,6 +2,7 @@ import { getConfig } from "../../config.js";
 import { AppError, validationError } from "../../errors.js";
 import { FetchFailure, type SafeFetchResponse, safeFetch } from "../../net/safe-fetch.js";
 import { checkUrlRules, UnsafeEndpoint } from "../../net/url-policy.js";
+import { fitToBytes } from "../output-bound.js";
 import { clip } from "../parse/bounds.js";
 import { callProviderJson, httpUrl, providerFailure } from "../provider-http.js";
 import { runInThread } from "../thread/run.js";
@@ -84,6 +85,7 @@ async function builtin(
   formats: ScrapeFormat[],
   maxLength: number,
 ): Promise<Extracted & { final_url: string }> {
+  const started = Date.now();
   const response = await fetchPage(input.url);
   if (response.status < 200 || response.status >= 300)
     throw providerFailure("page", `answered HTTP ${response.status}`, {
@@ -106,7 +108,8 @@ async function builtin(
         maxLength,
       },
     },
-    getConfig().scrapeTimeoutMs,
+    // One budget for the whole scrape: extraction gets what the fetch left (at least a second).
+    Math.max(1000, getConfig().scrapeTimeoutMs - (Date.now() - started)),
     "extract",
   );
   return { ...extracted, final_url: response.url };
@@ -174,18 +177,16 @@ export async function scrapePage(input: ScrapeInputT): Promise<{ success: true; 
     provider === "firecrawl"
       ? await firecrawl(input, formats, maxLength)
       : await builtin(input, formats, maxLength);
-  return {
-    success: true,
-    output: {
-      url: input.url,
-      final_url: page.final_url,
-      title: page.title,
-      ...(page.markdown !== undefined ? { markdown: page.markdown } : {}),
-      ...(page.html !== undefined ? { html: page.html } : {}),
-      ...(page.links !== undefined ? { links: page.links } : {}),
-      truncated: page.truncated,
-      main_content_found: page.main_content_found,
-      provider,
-    },
+  const output: ScrapeOutputT = {
+    url: input.url,
+    final_url: page.final_url,
+    title: page.title,
+    ...(page.markdown !== undefined ? { markdown: page.markdown } : {}),
+    ...(page.html !== undefined ? { html: page.html } : {}),
+    ...(page.links !== undefined ? { links: page.links } : {}),
+    truncated: page.truncated,
+    main_content_found: page.main_content_found,
+    provider,
   };
+  return { success: true, output: fitToBytes(output, { arrays: ["links"], strings: ["html", "markdown"] }) };
 }

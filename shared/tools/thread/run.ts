@@ -12,6 +12,8 @@ export const IDLE_WORKERS = 2;
 
 let entry: Promise<string> | undefined;
 const idle: Worker[] = [];
+/** The heap limit each worker was started with: a warm worker is reused only under the same limit. */
+const heapLimits = new WeakMap<Worker, number>();
 
 /**
  * The worker's script: the compiled worker.js beside this module (dist). Run from TypeScript sources
@@ -43,9 +45,11 @@ function workerEntry(): Promise<string> {
 }
 
 async function takeWorker(): Promise<Worker> {
-  const warm = idle.pop();
-  if (warm) return warm;
   const { parseMaxMemoryMb } = getConfig();
+  for (let warm = idle.pop(); warm; warm = idle.pop()) {
+    if (heapLimits.get(warm) === parseMaxMemoryMb) return warm;
+    void warm.terminate();
+  }
   const worker = new Worker(await workerEntry(), {
     resourceLimits: {
       maxOldGenerationSizeMb: parseMaxMemoryMb,
@@ -55,6 +59,7 @@ async function takeWorker(): Promise<Worker> {
     stdout: true,
     stderr: true,
   });
+  heapLimits.set(worker, parseMaxMemoryMb);
   // An idle worker must not keep the process alive.
   worker.unref();
   return worker;
