@@ -13,10 +13,10 @@ const CONTEXTS = {
   tools: [],
   identity: ["audit"],
   money: ["audit", "outbox"],
-  catalog: ["audit", "outbox", "identity", "money"],
-  routing: ["audit", "outbox", "identity", "money", "catalog"],
+  catalog: ["audit", "outbox", "identity", "money", "tools"],
+  routing: ["audit", "outbox", "identity", "money", "catalog", "tools"],
   x402: ["audit", "outbox", "identity", "money", "catalog", "routing", "tools"],
-  sandbox: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402"],
+  sandbox: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402", "tools"],
   discovery: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402", "tools"],
   verification: ["outbox", "identity", "money", "catalog", "routing"],
 };

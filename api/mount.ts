@@ -2,6 +2,7 @@ import type Router from "@koa/router";
 import type { TSchema } from "@sinclair/typebox";
 import { getConfig } from "../shared/config.js";
 import { authenticate, authenticateAdmin, countClientRequest } from "../shared/identity/index.js";
+import { verifyPlatformCall } from "../shared/routing/index.js";
 import { type AppContext, koaPath, Reply, type RouteDef } from "./route.js";
 import { compileResponseCheck, compileValidator } from "./validation.js";
 
@@ -39,6 +40,7 @@ export function mountRoutes(router: Router, routes: RouteDef[]): void {
       if (def.auth === "key") c.state.auth = await authenticate(c.get("authorization") || undefined);
       if (def.auth === "admin") authenticateAdmin(c.get("authorization") || undefined);
       if (def.auth === "key_or_admin") await authenticateKeyOrAdmin(c);
+      if (def.auth === "platform") await verifyPlatformCall(c.headers, c.state.rawBody ?? "");
       if (def.limitPerClient) await countClientRequest(`${def.method}:${def.path}`, c.ip);
       const input = {
         params: params ? params({ ...ctx.params }) : undefined,

@@ -65,6 +65,7 @@ const SECURITY: Record<RouteDef["auth"], Record<string, string[]>[]> = {
   key: [{ bearerAuth: [] }],
   admin: [{ adminAuth: [] }],
   key_or_admin: [{ bearerAuth: [] }, { adminAuth: [] }],
+  platform: [{ platformSignature: [] }],
 };
 
 function errorResponse(code: keyof typeof ERRORS) {
@@ -114,6 +115,13 @@ export function buildOpenApi(routes: RouteDef[], baseUrl: string = getConfig().p
           type: "http",
           scheme: "bearer",
           description: "operator secret ADMIN_API_KEY; the admin API answers 404 when it is not configured",
+        },
+        platformSignature: {
+          type: "apiKey",
+          in: "header",
+          name: "webhook-signature",
+          description:
+            "the platform's own Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature v1a Ed25519 by a key of /.well-known/jwks.json): hosted tool endpoints serve only the executions worker",
         },
       },
       schemas: { ErrorEnvelope: plain(ErrorEnvelope) },

@@ -13,6 +13,8 @@ export interface AppState {
   auth?: AuthState;
   /** Set when a key_or_admin route was called with the admin key. */
   admin?: boolean;
+  /** The JSON request body as received (signed platform calls are verified over these exact bytes). */
+  rawBody?: string;
 }
 
 export type AppContext = Context & { state: AppState };
@@ -61,9 +63,10 @@ export interface RouteDef {
   /**
    * none; key = an agent's API key; admin = the operator secret ADMIN_API_KEY (404 when unset);
    * key_or_admin = either: an amk_ bearer is an agent's key (state.auth), any other the admin key
-   * (state.admin), for reads an owner or the operator may make (a verification order).
+   * (state.admin), for reads an owner or the operator may make (a verification order);
+   * platform = only the platform's own signed calls (the executions worker calling a hosted tool).
    */
-  auth: "none" | "key" | "admin" | "key_or_admin";
+  auth: "none" | "key" | "admin" | "key_or_admin" | "platform";
   params?: TObject;
   query?: TObject;
   body?: TSchema;

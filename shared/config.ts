@@ -74,6 +74,25 @@ export interface Config {
   attestationTtlSeconds: number;
   verificationProbeTimeoutMs: number;
   verificationProbeMaxBytes: number;
+  scrapeProvider: "builtin" | "firecrawl" | "off";
+  firecrawlBaseUrl: string;
+  firecrawlApiKey: string | undefined;
+  scrapeTimeoutMs: number;
+  scrapeMaxBytes: number;
+  searchProvider: "searxng" | "brave" | "off";
+  searxngBaseUrl: string | undefined;
+  braveBaseUrl: string;
+  braveApiKey: string | undefined;
+  searchTimeoutMs: number;
+  researchBaseUrl: string | undefined;
+  researchModel: string | undefined;
+  researchApiKey: string | undefined;
+  researchStructuredOutput: "json_schema" | "json_object";
+  researchTokenParam: "max_tokens" | "max_completion_tokens";
+  researchMaxTokens: number;
+  researchTimeoutMs: number;
+  parseDeadlineMs: number;
+  parseMaxMemoryMb: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -262,6 +281,34 @@ function intervalOrOff(name: string, def: number, describe: string) {
       return value;
     },
   } satisfies Setting<number>;
+}
+
+/** One of a fixed set of words. */
+function oneOf<const T extends string>(name: string, def: T, values: readonly T[], describe: string) {
+  return {
+    name,
+    default: def,
+    describe: `${describe} (one of ${values.join(", ")})`,
+    parse(raw: string): T {
+      const value = raw.trim().toLowerCase() as T;
+      if (!values.includes(value))
+        throw new Error(`${name} must be one of ${values.join(", ")}, got "${raw}"`);
+      return value;
+    },
+  } satisfies Setting<T>;
+}
+
+/** A provider credential: never echoed, in errors or anywhere else. */
+function credential(name: string, describe: string) {
+  return {
+    name,
+    default: undefined,
+    describe,
+    parse(raw: string): string {
+      if (/\s/.test(raw.trim()) || raw.trim() === "") throw new Error(`${name} must not contain spaces`);
+      return raw.trim();
+    },
+  } satisfies Setting<string>;
 }
 
 const HTTP = ["http:", "https:"];
@@ -611,6 +658,105 @@ export const SETTINGS = {
     "largest response body a verification probe reads",
     1024,
     10_000_000,
+  ),
+  // First-party tools (docs/tools.md). A provider-gated tool whose provider is not configured is unlisted.
+  scrapeProvider: oneOf(
+    "SCRAPE_PROVIDER",
+    "builtin",
+    ["builtin", "firecrawl", "off"],
+    "who serves the page-scrape tool: the built-in fetch + Readability pipeline, a Firecrawl API, or nobody (the tool is unlisted)",
+  ),
+  firecrawlBaseUrl: url(
+    "FIRECRAWL_BASE_URL",
+    "https://api.firecrawl.dev",
+    "base URL of the Firecrawl v2 API (self-hosted Firecrawl: its own URL) when SCRAPE_PROVIDER=firecrawl",
+    HTTP,
+  ),
+  firecrawlApiKey: credential(
+    "FIRECRAWL_API_KEY",
+    "Firecrawl API key (fc-…), sent only to FIRECRAWL_BASE_URL; optional for a self-hosted Firecrawl",
+  ),
+  scrapeTimeoutMs: int(
+    "SCRAPE_TIMEOUT_MS",
+    20000,
+    "time budget of one page scrape, every redirect included",
+    1000,
+    28000,
+  ),
+  scrapeMaxBytes: int(
+    "SCRAPE_MAX_BYTES",
+    5242880,
+    "largest page the built-in scraper downloads (bytes)",
+    65536,
+    52428800,
+  ),
+  searchProvider: oneOf(
+    "SEARCH_PROVIDER",
+    "off",
+    ["searxng", "brave", "off"],
+    "who serves the web-search tool: a SearXNG instance (JSON API), the Brave Search API, or nobody (the tool is unlisted)",
+  ),
+  searxngBaseUrl: url(
+    "SEARXNG_BASE_URL",
+    undefined,
+    "base URL of the SearXNG instance when SEARCH_PROVIDER=searxng (its settings.yml must list json under search.formats)",
+    HTTP,
+  ),
+  braveBaseUrl: url(
+    "BRAVE_BASE_URL",
+    "https://api.search.brave.com",
+    "base URL of the Brave Search API when SEARCH_PROVIDER=brave",
+    HTTP,
+  ),
+  braveApiKey: credential(
+    "BRAVE_API_KEY",
+    "Brave Search API subscription token, required when SEARCH_PROVIDER=brave",
+  ),
+  searchTimeoutMs: int("SEARCH_TIMEOUT_MS", 10000, "time budget of one web search", 1000, 28000),
+  researchBaseUrl: url(
+    "RESEARCH_BASE_URL",
+    undefined,
+    "base URL of an OpenAI-compatible API for the research brief, without /v1 (OpenAI, Ollama, vLLM, LiteLLM…); unset = the tool is unlisted",
+    HTTP,
+  ),
+  researchModel: str("RESEARCH_MODEL", undefined, "model name sent to RESEARCH_BASE_URL; required with it"),
+  researchApiKey: credential(
+    "RESEARCH_API_KEY",
+    "bearer key sent only to RESEARCH_BASE_URL (optional: a local Ollama ignores it)",
+  ),
+  researchStructuredOutput: oneOf(
+    "RESEARCH_STRUCTURED_OUTPUT",
+    "json_schema",
+    ["json_schema", "json_object"],
+    "how the brief's JSON is requested: response_format json_schema (strict), or json_object with the schema in the prompt for backends without JSON-Schema output",
+  ),
+  researchTokenParam: oneOf(
+    "RESEARCH_TOKEN_PARAM",
+    "max_tokens",
+    ["max_tokens", "max_completion_tokens"],
+    "the request field that bounds the answer's tokens (OpenAI reasoning models want max_completion_tokens)",
+  ),
+  researchMaxTokens: int("RESEARCH_MAX_TOKENS", 1500, "most tokens the model may answer with", 256, 16000),
+  researchTimeoutMs: int(
+    "RESEARCH_TIMEOUT_MS",
+    25000,
+    "time budget of one research brief, retry included",
+    1000,
+    28000,
+  ),
+  parseDeadlineMs: int(
+    "PARSE_DEADLINE_MS",
+    5000,
+    "hard deadline of one document parse; its worker thread is terminated past it",
+    100,
+    25000,
+  ),
+  parseMaxMemoryMb: int(
+    "PARSE_MAX_MEMORY_MB",
+    128,
+    "heap limit (old generation, MB) of the worker thread a document parse runs in",
+    32,
+    2048,
   ),
 } as const;
 

@@ -38,6 +38,7 @@ export async function jsonBody(ctx: AppContext, next: Next): Promise<void> {
     chunks.push(chunk as Buffer);
   }
   const text = Buffer.concat(chunks).toString("utf8");
+  ctx.state.rawBody = text;
   let body: unknown;
   if (text.trim() !== "") {
     if (!ctx.is("application/json", "application/*+json")) {

@@ -30,7 +30,7 @@ import { type AppContext, defineRoute, Reply, type RouteDef } from "../route.js"
 /** The route declarations as the discovery documents describe them (operator routes left out). */
 function routeFacts(routes: RouteDef[]): RouteFact[] {
   return routes
-    .filter((r) => r.auth !== "admin")
+    .filter((r) => r.auth !== "admin" && r.auth !== "platform")
     .map((r) => ({
       method: r.method,
       path: r.path,

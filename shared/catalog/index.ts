@@ -9,6 +9,7 @@ export {
   listingRecords,
   marketDocument,
 } from "./catalog.js";
+export { checkListingInput, toolUnavailableReason } from "./hosted-tools.js";
 export { requireListing } from "./listing-lookup.js";
 export { PLATFORM_MAX_LATENCY_MS, ROUTER_MAX_ATTEMPTS } from "./listing-record/index.js";
 export { walletPricing } from "./pricing.js";
@@ -29,4 +30,10 @@ export { activeListingIdsAfter, recordProbe } from "./store/health-probes.js";
 export type { RecentCallStats } from "./store/listing-stats.js";
 export { readRecentCallStats } from "./store/listing-stats.js";
 export type { Lane, ListingRow, ListingSearch, VerificationStatus } from "./store/listings.js";
-export { findActiveByTaskAlias, findListing, listingColumns, searchListings } from "./store/listings.js";
+export {
+  findActiveByTaskAlias,
+  findListing,
+  listingColumns,
+  searchListings,
+  withoutUnavailableTools,
+} from "./store/listings.js";

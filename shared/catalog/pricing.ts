@@ -9,17 +9,15 @@ import {
   paidGate,
   platformSplit,
 } from "../money/index.js";
+import { TOOL_IDS, TOOLS, type ToolId } from "../tools/index.js";
 import { BOND_MICROS } from "./seller.js";
 
 // GET /api/wallet/pricing: every price the platform charges and how a payment splits, in one read.
 
-/** The spec's tool prices (USDC per call), in micro-USDC. */
-export const TOOL_PRICES_MICROS = {
-  page_scrape: 20_000n,
-  document_parse: 20_000n,
-  research_brief: 500_000n,
-  web_search: 10_000n,
-} as const;
+/** The spec's tool prices (USDC per call), in micro-USDC: the tools registry's (docs/tools.md). */
+export const TOOL_PRICES_MICROS: Readonly<Record<ToolId, bigint>> = Object.fromEntries(
+  TOOL_IDS.map((id) => [id, TOOLS[id].priceMicros]),
+) as Record<ToolId, bigint>;
 
 /** A verification order, and each monitoring run, costs this (spec "Verification records"). */
 export const VERIFICATION_PRICE_MICROS = 5_000_000n;

@@ -2,10 +2,12 @@ import { caip2 } from "../chain/client.js";
 import { getConfig } from "../config.js";
 import { formatUsdc } from "../kernel/money.js";
 import { PLATFORM_FEE_RATE, paidGate } from "../money/index.js";
+import { availableToolIds, TOOLS, type ToolId } from "../tools/index.js";
 import { type DiscoverySources, hasRoute, urlOf } from "./sources.js";
 
 // The live facts the documents share, read once per build: network, fee, paid-execution state, the
-// first-party tools that run, the lanes. A tool that does not run here is not listed.
+// first-party tools that run, the lanes. A tool that does not run here (no route, or a priced tool
+// whose provider is not configured) is not listed.
 
 /** The service's version, as its OpenAPI document states it. */
 export const SERVICE_VERSION = "0.1.0";
@@ -31,8 +33,18 @@ export interface FirstPartyTool {
   method: "get" | "post";
   path: string;
   price_usdc: string;
-  auth: "none";
+  auth: "none" | "key";
 }
+
+const HOSTED_TOOL_TEXT: Record<ToolId, [string, string]> = {
+  document_parse: [
+    "Document parse",
+    "CSV, JSON, Markdown or HTML → typed rows, shape stats, blocks and TOC, text and links",
+  ],
+  page_scrape: ["Page scrape", "one public web page as Markdown, HTML and links"],
+  web_search: ["Web search", "up to 10 results with title, URL and snippet"],
+  research_brief: ["Research brief", "a structured brief synthesized by a language model (no browsing)"],
+};
 
 export interface LiveFacts {
   platformId: string;
@@ -69,6 +81,20 @@ function servedTools(sources: DiscoverySources): FirstPartyTool[] {
       path: "/api/x402/test/echo",
       price_usdc: formatUsdc(0n),
       auth: "none",
+    });
+  }
+  // The priced first-party tools whose provider is configured here (docs/tools.md): bought like any
+  // listing, by task alias through POST /api/execute (or invoke, x402, sandbox, MCP). The others are absent.
+  for (const id of availableToolIds()) {
+    const [name, what] = HOSTED_TOOL_TEXT[id];
+    tools.push({
+      id,
+      name,
+      description: `${what}; POST /api/execute with task "${TOOLS[id].aliases[0]}"`,
+      method: "post",
+      path: "/api/execute",
+      price_usdc: formatUsdc(TOOLS[id].priceMicros),
+      auth: "key",
     });
   }
   return tools;

@@ -1,3 +1,4 @@
+import { withoutUnavailableTools } from "../catalog/index.js";
 import type { Db } from "../db/knex.js";
 
 // The figures of /public-proof.json, read from the rows that are their evidence. Read-only: this
@@ -62,7 +63,8 @@ export async function evidenceByState(q: Db): Promise<Record<string, number>> {
 
 export async function listingCounts(q: Db) {
   const [row] = rowsOf(
-    await q("listings")
+    // A first-party tool whose provider is not configured is not offered, so not counted (docs/tools.md).
+    await withoutUnavailableTools(q("listings"))
       .where({ status: "active" })
       .count({ active: "*" })
       .select(q.raw("count(*) filter (where platform_hosted) as hosted")),

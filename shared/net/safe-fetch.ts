@@ -39,6 +39,8 @@ export interface SafeFetchResponse {
   headers: Record<string, string | string[] | undefined>;
   body: Buffer;
   latencyMs: number;
+  /** The URL that answered: the requested one, or the last redirect hop's. */
+  url: string;
 }
 
 export type SafeFetch = (url: string, options: SafeFetchOptions) => Promise<SafeFetchResponse>;
@@ -177,6 +179,7 @@ async function run(
       headers: response.headers,
       body: await readCapped(response.body, options.maxBytes),
       latencyMs: Math.round(performance.now() - started),
+      url: verdict.url.href,
     };
   }
 }

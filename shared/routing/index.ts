@@ -29,7 +29,13 @@ export { matchProviders } from "./match.js";
 export { holdForInvocation } from "./paid-invocations.js";
 export { processHealthProbe, processProbeSweep, scheduleProbeSweep } from "./probe-sweep.js";
 export { createQuote, quoteNotUsable, quoteView, readQuote } from "./quotes.js";
-export { activeSigningKey, publishedJwks, RETIRED_KEY_PUBLISH_DAYS, signMessage } from "./request-signing.js";
+export {
+  activeSigningKey,
+  publishedJwks,
+  RETIRED_KEY_PUBLISH_DAYS,
+  signMessage,
+  verifyPlatformCall,
+} from "./request-signing.js";
 export { candidateView, rankCandidates } from "./router.js";
 export type { EdgeSettlement } from "./run-invocation.js";
 export { failInvocation, RunInProgress, runInvocation } from "./run-invocation.js";

@@ -1,11 +1,15 @@
-import { type ListingRow, requireListing } from "../catalog/index.js";
+import {
+  checkListingInput,
+  type ListingRow,
+  requireListing,
+  toolUnavailableReason,
+} from "../catalog/index.js";
 import { caip2 } from "../chain/client.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import { assertWithinSpendLimits, type Principal, scopeBlocked, scopeExclusion } from "../identity/index.js";
 import { isUuid } from "../kernel/ids.js";
-import { validateListingInput } from "../kernel/json-schema.js";
 import { formatUsdc, micros, parseUsdc } from "../kernel/money.js";
 import { paidGate, platformSplit } from "../money/index.js";
 import { assertNotOwnListing } from "./self-dealing.js";
@@ -22,7 +26,7 @@ export function notInvocable(listing: ListingRow): string | null {
   if (listing.status !== "active") return "listing_retired";
   if (listing.review_status !== "approved") return "listing_not_approved";
   if (listing.verification_status === "failed") return "verification_failed";
-  return null;
+  return toolUnavailableReason(listing);
 }
 
 /** Where to get a new quote of the same kind. */
@@ -122,7 +126,7 @@ export async function createQuote(principal: Principal, req: QuoteRequest) {
       max_cost_usdc: formatUsdc(maxCost),
     });
   }
-  if (req.input !== undefined) validateListingInput(listing, req.input);
+  if (req.input !== undefined) checkListingInput(listing, req.input);
   const paid = price > 0n;
   if (paid) {
     const gate = await paidGate();

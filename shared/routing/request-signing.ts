@@ -5,9 +5,11 @@ import {
   generateKeyPairSync,
   type KeyObject,
   sign,
+  verify,
 } from "node:crypto";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
+import { AppError } from "../errors.js";
 import {
   type Ed25519Jwk,
   findActiveSigningKey,
@@ -140,4 +142,57 @@ export async function publishedJwks(): Promise<{ keys: PublishedJwk[] }> {
   const keys = new Map([[own.kid, published(own.kid, own.publicJwk)]]);
   for (const row of stored) if (!keys.has(row.kid)) keys.set(row.kid, published(row.kid, row.public_jwk));
   return { keys: [...keys.values()] };
+}
+
+/** How far a signed platform call's webhook-timestamp may be from now (Standard Webhooks' 5 minutes). */
+export const SIGNATURE_TOLERANCE_SECONDS = 300;
+
+function refuseUnsigned(why: string): AppError {
+  return new AppError("UNAUTHORIZED", `this endpoint serves only the platform's own signed calls: ${why}`, {
+    reason: "platform_signature_required",
+    detail: why,
+    hint: "call the tool through POST /api/execute, POST /api/invoke/{listing_id}, the x402 edge, the sandbox or MCP",
+  });
+}
+
+/**
+ * Accepts a request only when it carries the platform's own Standard Webhooks signature (the executions
+ * worker's call, docs/tools.md "Signed calls only"): webhook-id, webhook-timestamp within
+ * SIGNATURE_TOLERANCE_SECONDS, and a v1a Ed25519 signature over `${id}.${timestamp}.${rawBody}` by a key of
+ * our JWKS (the active key, or one retired within RETIRED_KEY_PUBLISH_DAYS). Anything else → 401.
+ */
+export async function verifyPlatformCall(
+  headers: Record<string, string | string[] | undefined>,
+  rawBody: string,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): Promise<void> {
+  const one = (name: string) => {
+    const value = headers[name];
+    return Array.isArray(value) ? value[0] : value;
+  };
+  const id = one("webhook-id");
+  const timestamp = one("webhook-timestamp");
+  const signatures = one("webhook-signature");
+  if (!id || !timestamp || !signatures)
+    throw refuseUnsigned("webhook-id, webhook-timestamp and webhook-signature are required");
+  if (!/^\d{1,12}$/.test(timestamp) || Math.abs(nowSeconds - Number(timestamp)) > SIGNATURE_TOLERANCE_SECONDS)
+    throw refuseUnsigned("webhook-timestamp is outside the tolerance");
+  const own = await activeSigningKey();
+  const candidates: KeyObject[] = [createPublicKey(own.privateKey)];
+  const kid = one("webhook-key-id");
+  if (kid !== own.kid) {
+    const { keys } = await publishedJwks();
+    for (const key of keys) {
+      if (key.kid === own.kid || (kid && key.kid !== kid)) continue;
+      candidates.push(createPublicKey({ key: { kty: key.kty, crv: key.crv, x: key.x }, format: "jwk" }));
+    }
+  }
+  const message = Buffer.from(`${id}.${timestamp}.${rawBody}`, "utf8");
+  for (const part of signatures.split(" ")) {
+    const [version, value] = part.split(",", 2);
+    if (version !== "v1a" || !value) continue;
+    const signature = Buffer.from(value, "base64");
+    if (candidates.some((key) => verify(null, message, key, signature))) return;
+  }
+  throw refuseUnsigned("no signature by a platform key matches");
 }

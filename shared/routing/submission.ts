@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Job } from "bullmq";
-import { type ListingRow, requireListing } from "../catalog/index.js";
+import { checkListingInput, type ListingRow, requireListing } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
@@ -14,7 +14,7 @@ import {
   scopesExcludeTask,
   withinPerCallLimit,
 } from "../identity/index.js";
-import { inputMatches, validateListingInput } from "../kernel/json-schema.js";
+import { inputMatches } from "../kernel/json-schema.js";
 import { formatUsdc, micros, parseUsdc } from "../kernel/money.js";
 import { logger } from "../log.js";
 import { assertCustodyOpen, paidGate, retryTransient } from "../money/index.js";
@@ -111,7 +111,7 @@ export async function submitExecution(
   const chosen = ranking.eligible[0];
   assertNotOnlyOwnListings(req.task, ranking);
   if (!chosen) throw noCandidate(req.task, ranking);
-  validateListingInput(chosen.listing, req.input);
+  checkListingInput(chosen.listing, req.input);
   // A fallback dearer than the key's per-call limit could never be charged: it is not kept.
   const fallbacks = ranking.eligible
     .slice(1)
@@ -248,7 +248,7 @@ async function submitLocked(
     if (!gate.enabled) throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
     await assertWithinSpendLimits(principal, price);
   }
-  validateListingInput(listing, req.input);
+  checkListingInput(listing, req.input);
   return createInvocation(
     principal,
     {

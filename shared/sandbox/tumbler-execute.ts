@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { findListing, type ListingRow } from "../catalog/index.js";
+import { checkListingInput, findListing, type ListingRow, toolUnavailableReason } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError } from "../errors.js";
@@ -11,7 +11,6 @@ import {
   scopesExcludeTask,
 } from "../identity/index.js";
 import { isUuid } from "../kernel/ids.js";
-import { validateListingInput } from "../kernel/json-schema.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import { type PaidGate, retryTransient } from "../money/index.js";
 import {
@@ -128,7 +127,7 @@ function notCallable(listing: ListingRow): string | null {
   if (listing.review_status !== "approved") return "listing_not_approved";
   if (listing.verification_status === "failed") return "verification_failed";
   if (!listing.tumbler_enabled) return "tumbler_disabled";
-  return null;
+  return toolUnavailableReason(listing);
 }
 
 /** useQuote found the quote used or expired inside the transaction (a concurrent execute, or the clock). */
@@ -170,7 +169,7 @@ export async function executeSandboxQuote(
   // The quoting key may not be the executing one: the executing key's scopes decide whom its input reaches.
   const scoped = scopeExclusion(principal.policy, listing);
   if (scoped) throw scopeBlocked(listing, scoped);
-  validateListingInput(listing, input);
+  checkListingInput(listing, input);
 
   const amountMicros = micros(quote.amount_micros);
   const invocationId = randomUUID();

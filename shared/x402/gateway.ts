@@ -1,11 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { findListing, type ListingRow, requireListing } from "../catalog/index.js";
+import { checkListingInput, findListing, type ListingRow, requireListing } from "../catalog/index.js";
 import { authorizationUsed } from "../chain/eip3009.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError, ERRORS, type ErrorCode, paidExecutionUnavailable } from "../errors.js";
 import { isUuid } from "../kernel/ids.js";
-import { validateListingInput } from "../kernel/json-schema.js";
 import { micros } from "../kernel/money.js";
 import { logger } from "../log.js";
 import {
@@ -103,7 +102,7 @@ export async function invokeListing(
   const listing = await loadListing(listingId);
   assertPayable(listing);
   // Before a quote is made: a call with invalid input gets its 400 and leaves nothing behind.
-  validateListingInput(listing, input);
+  checkListingInput(listing, input);
   const decoded = readPayment(request);
   let quote: QuoteRow | undefined;
   if (decoded?.presented.quoteId && isUuid(decoded.presented.quoteId)) {
@@ -149,7 +148,7 @@ async function purchase(p: Purchase): Promise<X402Answer> {
     throw unpayable("quote_expired", "this quote has expired", { quote_id: quote.id, hint: REMATCH });
   }
   assertPayable(listing);
-  validateListingInput(listing, p.input);
+  checkListingInput(listing, p.input);
   if (!p.decoded) {
     throw await challengeError({
       ...p,

@@ -1,4 +1,4 @@
-import type { ListingRow } from "../catalog/index.js";
+import { type ListingRow, toolUnavailableReason } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError } from "../errors.js";
@@ -32,6 +32,8 @@ export function notPayable(listing: ListingRow): string | null {
   if (listing.status !== "active") return "listing_retired";
   if (listing.review_status !== "approved") return "listing_not_approved";
   if (listing.verification_status === "failed") return "verification_failed";
+  const tool = toolUnavailableReason(listing);
+  if (tool) return tool;
   if (micros(listing.price_micros) === 0n) return "free_listing_use_keyed_routes";
   return null;
 }

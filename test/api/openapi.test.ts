@@ -46,6 +46,7 @@ describe("GET /openapi.json", () => {
           key: ["bearerAuth"],
           admin: ["adminAuth"],
           key_or_admin: ["bearerAuth", "adminAuth"],
+          platform: ["platformSignature"],
         }[route.auth];
         expect(op.security, `${route.method} ${route.path}`).toEqual(schemes.map((s) => ({ [s]: [] })));
         expect(op.responses["401"], `${route.method} ${route.path}`).toBeDefined();

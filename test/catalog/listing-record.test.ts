@@ -61,6 +61,7 @@ function listingRow(overrides: Partial<ListingRow> = {}): ListingRow {
     concurrency_limit: 10,
     public_supply_origin: "first_party_service",
     platform_hosted: true,
+    tool_id: null,
     listing_type: "service",
     delivery_method: "api_endpoint",
     runtime: "api",

@@ -26,7 +26,7 @@ describe("the dependency rule", () => {
 
   it("names the broken direction between contexts", () => {
     expect(broken.output).toMatch(
-      /error catalog-depends-only-on-audit-outbox-identity-money: shared\/catalog\/ranking\.ts → shared\/routing\/index\.ts/,
+      /error catalog-depends-only-on-audit-outbox-identity-money-tools: shared\/catalog\/ranking\.ts → shared\/routing\/index\.ts/,
     );
   });
 

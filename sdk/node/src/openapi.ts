@@ -40,6 +40,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/tools/parse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Document parse (CSV, JSON, Markdown, HTML), local and bounded
+         * @description The hosted tool's provider endpoint (docs/tools.md). It answers only the platform's own signed calls (the executions worker); buyers call the tool through POST /api/execute with its task alias, POST /api/invoke/{listing_id}, the x402 edge, the sandbox or MCP.
+         */
+        post: operations["postApiToolsParse"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tools/scrape": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Page scrape of a public http(s) page: markdown, html, links
+         * @description The hosted tool's provider endpoint (docs/tools.md). It answers only the platform's own signed calls (the executions worker); buyers call the tool through POST /api/execute with its task alias, POST /api/invoke/{listing_id}, the x402 edge, the sandbox or MCP.
+         */
+        post: operations["postApiToolsScrape"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tools/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Web search: up to 10 results
+         * @description The hosted tool's provider endpoint (docs/tools.md). It answers only the platform's own signed calls (the executions worker); buyers call the tool through POST /api/execute with its task alias, POST /api/invoke/{listing_id}, the x402 edge, the sandbox or MCP.
+         */
+        post: operations["postApiToolsSearch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tools/research": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Research brief synthesized by a language model (no browsing)
+         * @description The hosted tool's provider endpoint (docs/tools.md). It answers only the platform's own signed calls (the executions worker); buyers call the tool through POST /api/execute with its task alias, POST /api/invoke/{listing_id}, the x402 edge, the sandbox or MCP.
+         */
+        post: operations["postApiToolsResearch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/welcome/flower": {
         parameters: {
             query?: never;
@@ -1812,6 +1892,453 @@ export interface operations {
             };
             /** @description error REQUEST_TOO_LARGE */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiToolsParse: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: uuid */
+                    invocation_id?: string;
+                    /** Format: uuid */
+                    listing_id?: string;
+                    attempt?: number;
+                    input: {
+                        /** @description csv, json, markdown or html */
+                        format: "csv" | "json" | "markdown" | "html";
+                        /** @description the document, up to 1 MB of UTF-8 text (not PDF or Office) */
+                        content?: string;
+                        /** @description the document as base64 of UTF-8 bytes, up to 1 MB decoded */
+                        content_base64?: string;
+                        /**
+                         * @description CSV only: , ; tab or |
+                         * @default ,
+                         */
+                        delimiter?: "," | ";" | "\t" | "|";
+                        /**
+                         * @description CSV only: the first row names the columns
+                         * @default true
+                         */
+                        has_header?: boolean;
+                    } & (unknown | unknown);
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        success: true;
+                        output: {
+                            format: "csv" | "json" | "markdown" | "html";
+                            /** @description true when any part of the output was cut at its bound */
+                            truncated: boolean;
+                            input_bytes: number;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PROVIDER_FAILED */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PROVIDER_UNAVAILABLE */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error TIMEOUT */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiToolsScrape: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: uuid */
+                    invocation_id?: string;
+                    /** Format: uuid */
+                    listing_id?: string;
+                    attempt?: number;
+                    input: {
+                        /** @description a public http(s) URL; loopback, private and internal hosts are refused */
+                        url: string;
+                        /**
+                         * @default [
+                         *       "markdown"
+                         *     ]
+                         */
+                        formats?: ("markdown" | "html" | "links")[];
+                        /** @default true */
+                        only_main_content?: boolean;
+                        /**
+                         * @description characters per format
+                         * @default 50000
+                         */
+                        max_length?: number;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        success: true;
+                        output: {
+                            url: string;
+                            final_url: string;
+                            title: string | null;
+                            markdown?: string;
+                            html?: string;
+                            links?: string[];
+                            truncated: boolean;
+                            main_content_found: boolean;
+                            provider: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PROVIDER_FAILED */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PROVIDER_UNAVAILABLE */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error TIMEOUT */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiToolsSearch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: uuid */
+                    invocation_id?: string;
+                    /** Format: uuid */
+                    listing_id?: string;
+                    attempt?: number;
+                    input: {
+                        query: string;
+                        /** @default 5 */
+                        max_results?: number;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        success: true;
+                        output: {
+                            query: string;
+                            provider: string;
+                            results: {
+                                title: string;
+                                url: string;
+                                snippet: string;
+                                published_at: string | null;
+                            }[];
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PROVIDER_FAILED */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PROVIDER_UNAVAILABLE */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error TIMEOUT */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiToolsResearch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** Format: uuid */
+                    invocation_id?: string;
+                    /** Format: uuid */
+                    listing_id?: string;
+                    attempt?: number;
+                    input: {
+                        query: string;
+                        context?: string;
+                        focus_areas?: string[];
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        success: true;
+                        output: {
+                            executive_summary: string;
+                            key_findings: {
+                                finding: string;
+                                source_urls: string[];
+                            }[];
+                            analysis: string;
+                            caveats: string[];
+                            next_steps: string[];
+                            method: {
+                                /** @constant */
+                                synthesized_from: "model_knowledge";
+                                /** @constant */
+                                browsed_web: false;
+                                note: string;
+                                model: string;
+                                structured_output: string;
+                            };
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error REQUEST_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PROVIDER_FAILED */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error PROVIDER_UNAVAILABLE */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error TIMEOUT */
+            504: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
+import { availableToolIds } from "../../tools/index.js";
 
 export type VerificationStatus = "verified" | "reachable" | "failed";
 
@@ -26,6 +27,8 @@ export interface ListingRow {
   concurrency_limit: number;
   public_supply_origin: "first_party_service" | "external_seller";
   platform_hosted: boolean;
+  /** The first-party tool this listing sells (docs/tools.md), or null. */
+  tool_id: string | null;
   listing_type: string;
   delivery_method: string;
   runtime: string;
@@ -53,6 +56,19 @@ export interface ListingRow {
 }
 
 /**
+ * Hides listings of first-party tools whose provider is not configured here (fail closed,
+ * docs/tools.md): every listing query that enumerates or matches applies it.
+ */
+export function withoutUnavailableTools<B extends Knex.QueryBuilder>(query: B): B {
+  const available = availableToolIds();
+  return query.where((w) =>
+    available.length > 0
+      ? w.whereNull("listings.tool_id").orWhereIn("listings.tool_id", available)
+      : w.whereNull("listings.tool_id"),
+  ) as B;
+}
+
+/**
  * Active listings answering to a task alias: slug, tag, category or lowercase name (spec "Routing
  * rules"), each in an indexable form. Exact slug first, then cheapest, then oldest: deterministic.
  * tumblerOnly keeps the listings whose sellers opted in to the sandbox (tumbler_enabled).
@@ -68,6 +84,7 @@ export async function findActiveByTaskAlias(
     .where({ status: "active" })
     .modify((query) => {
       if (options.tumblerOnly) query.where({ tumbler_enabled: true });
+      withoutUnavailableTools(query);
     })
     .andWhere((w) =>
       w
@@ -225,6 +242,7 @@ const COLUMN_NAMES = [
   "concurrency_limit",
   "public_supply_origin",
   "platform_hosted",
+  "tool_id",
   "listing_type",
   "delivery_method",
   "runtime",
@@ -276,6 +294,7 @@ export interface ListingSearch {
  * featured = search, curated (featured), at most featuredPerSeller per seller.
  */
 function laneFilter(query: Knex.QueryBuilder, lane: Lane, featuredPerSeller: number): void {
+  withoutUnavailableTools(query);
   query
     .where("listings.status", "active")
     .where("review_status", "approved")

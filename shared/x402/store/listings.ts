@@ -1,4 +1,4 @@
-import { type ListingRow, listingColumns } from "../../catalog/index.js";
+import { type ListingRow, listingColumns, withoutUnavailableTools } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
 
 /**
@@ -10,7 +10,7 @@ export async function listPayableListings(
   page: { limit: number; offset: number },
 ): Promise<{ rows: ListingRow[]; total: number }> {
   const filter = (b: ReturnType<Db>) =>
-    b
+    withoutUnavailableTools(b)
       .where("listings.status", "active")
       .where("review_status", "approved")
       .whereRaw("verification_status is distinct from 'failed'")
