@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { ERROR_CODES } from "../../shared/errors.js";
+import { getQueue } from "../../shared/queues.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, buildListing } from "../helpers/factories.js";
 import { type FuzzContext, type FuzzRequest, operationsOf, requestsFor } from "../helpers/fuzz.js";
@@ -13,6 +14,7 @@ import { api } from "../helpers/http.js";
 import { fundedAgent } from "../helpers/money.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
+import { waitFor } from "../helpers/processes.js";
 import { contractViolation } from "../helpers/response-contract.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
@@ -81,8 +83,10 @@ beforeAll(async () => {
     },
   };
   // From here on nothing runs in the background: no worker, no sweeper; executes answer 202 at once.
-  // The worker stays registered (health counts it) but paused, so it takes no job.
-  await service.worker?.pause(true);
+  // The worker stays registered (health counts it) but the queue is paused, so no job runs (a paused
+  // worker may still take the job its blocking fetch already returned); nothing may be active.
+  await getQueue("executions").pause();
+  await waitFor("no active execution", async () => (await getQueue("executions").getActiveCount()) === 0);
   overrideConfig({ executeSyncWaitMs: 0 });
   const tables = await db().raw(
     "select tablename from pg_tables where schemaname = 'public' and tablename not like 'knex_%' order by tablename",
@@ -194,7 +198,7 @@ describe("fuzzing every route of the OpenAPI document", () => {
 
     // Healthy afterwards: health answers, and with the worker back a free call runs end to end.
     expect((await api("GET", "/api/health")).status).toBe(200);
-    service.worker?.resume();
+    await getQueue("executions").resume();
     overrideConfig({ executeSyncWaitMs: 5000 });
     const after = await api("POST", "/api/execute", {
       key: ctx.key,
