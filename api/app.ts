@@ -4,6 +4,7 @@ import { getConfig } from "../shared/config.js";
 import { mcpMiddleware } from "./mcp/mount.js";
 import { errors } from "./middleware/errors.js";
 import { jsonBody } from "./middleware/json-body.js";
+import { httpMetrics } from "./middleware/metrics.js";
 import { requestId } from "./middleware/request-id.js";
 import { mountRoutes } from "./mount.js";
 import type { AppState, RouteDef } from "./route.js";
@@ -16,6 +17,7 @@ import { discoveryRoutes } from "./routes/discovery.js";
 import { executeRoutes } from "./routes/execute.js";
 import { jwksRoutes } from "./routes/jwks.js";
 import { keyRoutes } from "./routes/keys.js";
+import { operationsRoutes } from "./routes/operations.js";
 import { quickstartRoutes } from "./routes/quickstart.js";
 import { receiptRoutes } from "./routes/receipts.js";
 import { sellerRoutes } from "./routes/seller.js";
@@ -42,6 +44,7 @@ export function allRoutes(): RouteDef[] {
     ...catalogRoutes,
     ...sellerRoutes,
     ...adminRoutes,
+    ...operationsRoutes,
     ...walletRoutes,
     ...cryptoRoutes,
     ...x402Routes(allRoutes),
@@ -63,6 +66,7 @@ export function createApp(): Koa<AppState> {
   mountRoutes(router, allRoutes());
 
   app.use(requestId as Koa.Middleware<AppState>);
+  app.use(httpMetrics as Koa.Middleware<AppState>);
   app.use(errors as Koa.Middleware<AppState>);
   app.use(jsonBody as Koa.Middleware<AppState>);
   // /mcp: MCP tools over Streamable HTTP, each a call to one of these routes (docs/mcp.md).

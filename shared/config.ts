@@ -66,6 +66,11 @@ export interface Config {
   payoutPauseAfterSignMs: number;
   keylessRequestsPerMinute: number;
   discoveryCacheSeconds: number;
+  metricsToken: string | undefined;
+  workerMetricsPort: number;
+  queueMetricsCacheMs: number;
+  adminQueueRetries: boolean;
+  redisEvictionCheck: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -549,6 +554,35 @@ export const SETTINGS = {
     "how long the discovery documents (llms.txt, agent card, index…) are served from one snapshot, whose hashes /api/index.json lists",
     1,
     3600,
+  ),
+  metricsToken: secret(
+    "METRICS_TOKEN",
+    "bearer token a scraper must send to /metrics (web) and to each worker's metrics port; unset → /metrics is open (keep it on a private network)",
+    16,
+  ),
+  workerMetricsPort: int(
+    "WORKER_METRICS_PORT",
+    0,
+    "port on which a worker process serves its own /metrics (0 = off); one port per process, so give each copy its own",
+    0,
+    65535,
+  ),
+  queueMetricsCacheMs: int(
+    "QUEUE_METRICS_CACHE_MS",
+    5000,
+    "how long one read of the queues' job counts serves /metrics scrapes",
+    0,
+    600000,
+  ),
+  adminQueueRetries: bool(
+    "ADMIN_QUEUE_RETRIES",
+    false,
+    "lets the admin queue dashboard (/admin/queues) retry failed jobs; off → read-only",
+  ),
+  redisEvictionCheck: bool(
+    "REDIS_EVICTION_CHECK",
+    true,
+    "on start, refuse (exit 1) a Redis whose maxmemory-policy is not noeviction: BullMQ loses jobs when Redis evicts keys",
   ),
 } as const;
 

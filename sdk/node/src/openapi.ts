@@ -557,6 +557,91 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Prometheus metrics (text exposition); bearer METRICS_TOKEN when one is set */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/money": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Money console: failed or stuck payouts, x402 settlements and deposits, with their evidence */
+        get: operations["getApiAdminMoney"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/money/payouts/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Retry a failed payout (one new payout, however often called) or re-drive an open one; audited */
+        post: operations["postApiAdminMoneyPayoutsIdRetry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/money/settlements/{id}/recheck": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Re-check an open x402 settlement: its job is sent again (it cannot settle twice); audited */
+        post: operations["postApiAdminMoneySettlementsIdRecheck"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/money/deposits/{id}/recheck": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Re-check an open deposit: its confirmation job is sent again (it cannot credit twice); audited */
+        post: operations["postApiAdminMoneyDepositsIdRecheck"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/wallet": {
         parameters: {
             query?: never;
@@ -6220,6 +6305,394 @@ export interface operations {
             };
             /** @description error NOT_FOUND */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getApiAdminMoney: {
+        parameters: {
+            query?: {
+                stuck_after_seconds?: number;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        stuck_after_seconds: number;
+                        payouts: {
+                            /** Format: uuid */
+                            payout_id: string;
+                            /** Format: uuid */
+                            seller_id: string;
+                            status: string;
+                            currency: string;
+                            amount_usdc: string;
+                            to_address: string;
+                            chain_id: number;
+                            tx_hash: string | null;
+                            tx_url: string | null;
+                            block_number: number | null;
+                            waiting_reason: string | null;
+                            failure_reason: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                            submitted_at: string | null;
+                            resolved_at: string | null;
+                            /** Format: date-time */
+                            updated_at: string;
+                            evidence: {
+                                state: string;
+                                source: string;
+                                source_ref: string | null;
+                                amount_micros: string | null;
+                                currency: string | null;
+                                details: {
+                                    [key: string]: unknown;
+                                };
+                                /** Format: date-time */
+                                created_at: string;
+                            }[];
+                        }[];
+                        settlements: {
+                            /** Format: uuid */
+                            settlement_id: string;
+                            /** Format: uuid */
+                            invocation_id: string;
+                            /** Format: uuid */
+                            listing_id: string;
+                            seller_agent_id: string | null;
+                            protocol: string;
+                            network: string;
+                            amount_usdc: string;
+                            payer: string;
+                            status: string;
+                            tx_hash: string | null;
+                            block_number: number | null;
+                            failure_reason: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                            /** Format: date-time */
+                            updated_at: string;
+                            evidence: {
+                                state: string;
+                                source: string;
+                                source_ref: string | null;
+                                amount_micros: string | null;
+                                currency: string | null;
+                                details: {
+                                    [key: string]: unknown;
+                                };
+                                /** Format: date-time */
+                                created_at: string;
+                            }[];
+                        }[];
+                        deposits: {
+                            /** Format: uuid */
+                            deposit_id: string;
+                            /** Format: uuid */
+                            agent_id: string;
+                            status: string;
+                            chain_id: number;
+                            tx_hash: string;
+                            amount_usdc: string | null;
+                            confirmations: number;
+                            confirmations_required: number;
+                            waiting_reason: string | null;
+                            rejected_reason: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                            /** Format: date-time */
+                            updated_at: string;
+                            evidence: {
+                                state: string;
+                                source: string;
+                                source_ref: string | null;
+                                amount_micros: string | null;
+                                currency: string | null;
+                                details: {
+                                    [key: string]: unknown;
+                                };
+                                /** Format: date-time */
+                                created_at: string;
+                            }[];
+                        }[];
+                        /** Format: date-time */
+                        generated_at: string;
+                    };
+                };
+            };
+            /** @description error SCHEMA_VALIDATION_FAILED */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiAdminMoneyPayoutsIdRetry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        action: "retried" | "already_retried" | "in_flight" | "redriven";
+                        payout: {
+                            /** Format: uuid */
+                            payout_id: string;
+                            status: string;
+                            currency: string;
+                            amount_usdc: string;
+                            to_address: string;
+                            chain_id: number;
+                            tx_hash: string | null;
+                            tx_url: string | null;
+                            block_number: number | null;
+                            waiting_reason: string | null;
+                            failure_reason: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                            submitted_at: string | null;
+                            resolved_at: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiAdminMoneySettlementsIdRecheck: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        settlement_id: string;
+                        /** Format: uuid */
+                        invocation_id: string;
+                        /** Format: uuid */
+                        listing_id: string;
+                        seller_agent_id: string | null;
+                        protocol: string;
+                        network: string;
+                        amount_usdc: string;
+                        payer: string;
+                        status: string;
+                        tx_hash: string | null;
+                        block_number: number | null;
+                        failure_reason: string | null;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                        /** @description what happened to the row's job */
+                        job: "retried" | "re-added" | "added" | "already_queued";
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    postApiAdminMoneyDepositsIdRecheck: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTTP 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        deposit_id: string;
+                        /** Format: uuid */
+                        agent_id: string;
+                        status: string;
+                        chain_id: number;
+                        tx_hash: string;
+                        amount_usdc: string | null;
+                        confirmations: number;
+                        confirmations_required: number;
+                        waiting_reason: string | null;
+                        rejected_reason: string | null;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                        /** @description what happened to the row's job */
+                        job: "retried" | "re-added" | "added" | "already_queued";
+                    };
+                };
+            };
+            /** @description error UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description error CONFLICT */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
