@@ -18,6 +18,7 @@ import { executeRoutes } from "./routes/execute.js";
 import { jwksRoutes } from "./routes/jwks.js";
 import { keyRoutes } from "./routes/keys.js";
 import { operationsRoutes } from "./routes/operations.js";
+import { pageRoutes, withHomePage } from "./routes/pages.js";
 import { quickstartRoutes } from "./routes/quickstart.js";
 import { receiptRoutes } from "./routes/receipts.js";
 import { sellerRoutes } from "./routes/seller.js";
@@ -55,7 +56,9 @@ export function allRoutes(): RouteDef[] {
     // The local chain's info and faucet exist only under DEV_CHAIN=1 (docs/payments.md "DEV_CHAIN=1").
     ...(getConfig().devChain ? devRoutes : []),
     // The MCP transport is mounted beside these routes (createApp): discovery documents describe it.
-    ...discoveryRoutes(allRoutes, { mcp: true }),
+    ...discoveryRoutes(allRoutes, { mcp: true }).map((r) => (r.path === "/" ? withHomePage(r) : r)),
+    // Pages for people (docs/operations.md "Pages"); GET / above serves browsers the home page.
+    ...pageRoutes,
   ];
 }
 
