@@ -1,5 +1,6 @@
 // The `web` process of the Procfile: the API and the outbox sweeper, nothing else.
 import { loadConfigOrExit } from "../shared/config.js";
+import { evictionProblem } from "../shared/infra/redis-policy.js";
 import { handleSignals } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { startWeb } from "./server.js";
@@ -10,6 +11,16 @@ if (!config.databaseUrl || !config.redisUrl) {
     "the web process needs DATABASE_URL and REDIS_URL (npm start embeds both for a single machine)",
   );
   process.exit(1);
+}
+// BullMQ loses jobs on a Redis that evicts keys: refuse one, with one line (docs/operations.md "Redis").
+if (config.redisEvictionCheck) {
+  const problem = await evictionProblem(config.redisUrl).catch(
+    (err: Error) => `cannot read Redis's eviction policy: ${err.message}`,
+  );
+  if (problem) {
+    console.error(problem);
+    process.exit(1);
+  }
 }
 handleSignals();
 startWeb().catch((err) => {

@@ -1,6 +1,7 @@
 // A worker process of the Procfile: `node dist/workers/main.js <queue>`, one queue per process so that
 // operators scale each pool on its own.
 import { loadConfigOrExit } from "../shared/config.js";
+import { evictionProblem } from "../shared/infra/redis-policy.js";
 import { handleSignals } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { isQueueName, QUEUE_NAMES } from "../shared/queue-names.js";
@@ -15,6 +16,16 @@ const config = loadConfigOrExit();
 if (!config.databaseUrl || !config.redisUrl) {
   console.error("worker processes need DATABASE_URL and REDIS_URL");
   process.exit(1);
+}
+// BullMQ loses jobs on a Redis that evicts keys: refuse one, with one line (docs/operations.md "Redis").
+if (config.redisEvictionCheck) {
+  const problem = await evictionProblem(config.redisUrl).catch(
+    (err: Error) => `cannot read Redis's eviction policy: ${err.message}`,
+  );
+  if (problem) {
+    console.error(problem);
+    process.exit(1);
+  }
 }
 handleSignals();
 startWorkers([queue]).catch((err) => {
