@@ -7,6 +7,7 @@ import { jsonBody } from "./middleware/json-body.js";
 import { httpMetrics } from "./middleware/metrics.js";
 import { requestId } from "./middleware/request-id.js";
 import { mountRoutes } from "./mount.js";
+import { queueDashboard } from "./queue-dashboard.js";
 import type { AppState, RouteDef } from "./route.js";
 import { adminRoutes } from "./routes/admin.js";
 import { approvalRoutes } from "./routes/approvals.js";
@@ -71,6 +72,8 @@ export function createApp(): Koa<AppState> {
   app.use(requestId as Koa.Middleware<AppState>);
   app.use(httpMetrics as Koa.Middleware<AppState>);
   app.use(errors as Koa.Middleware<AppState>);
+  // /admin/queues: bull-board for the operator (docs/operations.md "Queue dashboard"); before jsonBody.
+  app.use(queueDashboard() as unknown as Koa.Middleware<AppState>);
   app.use(jsonBody as Koa.Middleware<AppState>);
   // /mcp: MCP tools over Streamable HTTP, each a call to one of these routes (docs/mcp.md).
   app.use(mcpMiddleware(allRoutes) as unknown as Koa.Middleware<AppState>);

@@ -62,7 +62,7 @@ export function consoleBody(v: ConsoleView, notice?: string): Html {
   return html`<h1>Money console</h1>
 ${notice ? html`<p class="ok" role="status">${notice}</p>` : ""}
 <p class="muted">Failed rows, and open rows untouched for ${v.stuck_after_seconds} s. Generated ${v.generated_at}.
-Every action is idempotent and leaves an audit row. <a href="/metrics">Metrics</a>.</p>
+Every action is idempotent and leaves an audit row. <a href="/admin/queues">Queue dashboard</a> · <a href="/metrics">Metrics</a>.</p>
 <form class="inline" method="post" action="/admin/sign-out"><button type="submit">Sign out</button></form>
 <h2>Payouts</h2>${table("Failed or stuck payouts", payouts)}
 <h2>x402 settlements</h2>${table("Failed or stuck x402 settlements", settlements)}
