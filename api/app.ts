@@ -6,6 +6,7 @@ import { errors } from "./middleware/errors.js";
 import { jsonBody } from "./middleware/json-body.js";
 import { httpMetrics } from "./middleware/metrics.js";
 import { requestId } from "./middleware/request-id.js";
+import { httpTrace } from "./middleware/tracing.js";
 import { mountRoutes } from "./mount.js";
 import { queueDashboard } from "./queue-dashboard.js";
 import type { AppState, RouteDef } from "./route.js";
@@ -71,6 +72,7 @@ export function createApp(): Koa<AppState> {
 
   app.use(requestId as Koa.Middleware<AppState>);
   app.use(httpMetrics as Koa.Middleware<AppState>);
+  app.use(httpTrace as Koa.Middleware<AppState>);
   app.use(errors as Koa.Middleware<AppState>);
   // /admin/queues: bull-board for the operator (docs/operations.md "Queue dashboard"); before jsonBody.
   app.use(queueDashboard() as unknown as Koa.Middleware<AppState>);

@@ -1,8 +1,9 @@
 // The `web` process of the Procfile: the API and the outbox sweeper, nothing else.
 import { loadConfigOrExit } from "../shared/config.js";
 import { evictionProblem } from "../shared/infra/redis-policy.js";
-import { handleSignals } from "../shared/lifecycle.js";
+import { handleSignals, onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
+import { startTracing, stopTracing } from "../shared/observability/tracing.js";
 import { startWeb } from "./server.js";
 
 const config = loadConfigOrExit();
@@ -23,6 +24,8 @@ if (config.redisEvictionCheck) {
   }
 }
 handleSignals();
+// OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
+if (startTracing("agentmarket-web")) onShutdown("tracing", "clients", stopTracing);
 startWeb().catch((err) => {
   logger().fatal({ err }, "api failed to start");
   process.exit(1);

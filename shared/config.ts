@@ -71,6 +71,7 @@ export interface Config {
   queueMetricsCacheMs: number;
   adminQueueRetries: boolean;
   redisEvictionCheck: boolean;
+  otelExporterOtlpEndpoint: string | undefined;
 }
 
 type Env = Record<string, string | undefined>;
@@ -583,6 +584,12 @@ export const SETTINGS = {
     "REDIS_EVICTION_CHECK",
     true,
     "on start, refuse (exit 1) a Redis whose maxmemory-policy is not noeviction: BullMQ loses jobs when Redis evicts keys",
+  ),
+  otelExporterOtlpEndpoint: url(
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    undefined,
+    "OTLP/HTTP collector base URL (traces go to <url>/v1/traces); unset → tracing off",
+    HTTP,
   ),
 } as const;
 

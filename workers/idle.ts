@@ -1,6 +1,7 @@
-import { UnrecoverableError, Worker } from "bullmq";
+import { type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import { logger } from "../shared/log.js";
+import { tracedProcessor } from "../shared/observability/tracing.js";
 import type { QueueName } from "../shared/queue-names.js";
 import { createRedis } from "../shared/redis.js";
 
@@ -13,9 +14,9 @@ export function startIdleWorker(queue: QueueName): Worker {
   const config = getConfig();
   const worker = new Worker(
     queue,
-    async (job) => {
+    tracedProcessor(queue, async (job: Job): Promise<never> => {
       throw new UnrecoverableError(`queue ${queue} has no job handler yet (job ${job.id})`);
-    },
+    }),
     {
       connection: createRedis("worker"),
       prefix: config.queuePrefix,

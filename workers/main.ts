@@ -2,8 +2,9 @@
 // operators scale each pool on its own.
 import { loadConfigOrExit } from "../shared/config.js";
 import { evictionProblem } from "../shared/infra/redis-policy.js";
-import { handleSignals } from "../shared/lifecycle.js";
+import { handleSignals, onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
+import { startTracing, stopTracing } from "../shared/observability/tracing.js";
 import { isQueueName, QUEUE_NAMES } from "../shared/queue-names.js";
 import { startWorkers } from "./start.js";
 
@@ -28,6 +29,8 @@ if (config.redisEvictionCheck) {
   }
 }
 handleSignals();
+// OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
+if (startTracing(`agentmarket-${queue}`)) onShutdown("tracing", "clients", stopTracing);
 startWorkers([queue]).catch((err) => {
   logger().fatal({ err, queue }, "worker failed to start");
   process.exit(1);
