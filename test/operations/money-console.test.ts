@@ -228,6 +228,44 @@ describe("POST /api/admin/money/payouts/{id}/retry", () => {
   });
 });
 
+describe("POST /api/admin/money/deposits/{id}/recheck", () => {
+  it("lists an open deposit and sends its confirmation job again, once per call, audited; a final one is 409", async () => {
+    overrideConfig({ depositVerifyWaitMs: 0 });
+    const agent = await buildAgent("buyer");
+    const { address } = await chain.newWallet({ eth: 0n });
+    await linkWalletDirect(agent.agentId, address);
+    const verify = await api("POST", "/api/wallet/purchase/verify", {
+      key: agent.apiKey,
+      body: { tx_hash: `0x${randomBytes(32).toString("hex")}` },
+    });
+    expect(verify.status).toBe(202);
+    const depositId = verify.body.deposit_id as string;
+
+    const listed = await api("GET", "/api/admin/money?stuck_after_seconds=0", admin);
+    const item = listed.body.deposits.find((d: { deposit_id: string }) => d.deposit_id === depositId);
+    expect(item).toMatchObject({ status: "pending", agent_id: agent.agentId });
+
+    // Its job is still queued (no worker here): a re-check leaves it; once gone, a re-check adds it.
+    const queue = getQueue("settlement-confirmations");
+    expect(await queue.getJob(depositId)).toBeDefined();
+    const first = await api("POST", `/api/admin/money/deposits/${depositId}/recheck`, admin);
+    expect(first.body).toMatchObject({ deposit_id: depositId, status: "pending", job: "already_queued" });
+    await (await queue.getJob(depositId))!.remove();
+    const second = await api("POST", `/api/admin/money/deposits/${depositId}/recheck`, admin);
+    expect(second.body.job).toBe("added");
+    expect((await queue.getJob(depositId))?.data).toMatchObject({ deposit_id: depositId });
+    const audit = await db()("audit_events").where({ subject_id: depositId, action: "deposit.rechecked" });
+    expect(audit.map((a: { data: { job: string } }) => a.data.job).sort()).toEqual([
+      "added",
+      "already_queued",
+    ]);
+
+    await db()("deposits").where({ id: depositId }).update({ status: "rejected", rejected_reason: "test" });
+    const final = await api("POST", `/api/admin/money/deposits/${depositId}/recheck`, admin);
+    expect(final.status).toBe(409);
+  });
+});
+
 describe("POST /api/admin/money/settlements/{id}/recheck and deposits/{id}/recheck", () => {
   it("answer 404 for unknown ids", async () => {
     expect((await api("POST", `/api/admin/money/settlements/${randomUUID()}/recheck`, admin)).status).toBe(
