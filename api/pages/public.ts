@@ -188,3 +188,7 @@ ${
     : html`<p class="muted">No hosted tools.</p>`
 }`;
 }
+
+export function notFoundBody(): Html {
+  return html`<h1>No such listing</h1><p>It may never have existed. Browse the <a href="/catalog">catalog</a>.</p>`;
+}

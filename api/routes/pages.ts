@@ -14,7 +14,7 @@ import { marketStats } from "../../shared/system/index.js";
 import { recheckSettlement } from "../../shared/x402/index.js";
 import { consoleBody, consoleOffBody, signInBody } from "../pages/admin.js";
 import { page } from "../pages/html.js";
-import { catalogBody, homeBody, listingBody, statusBody } from "../pages/public.js";
+import { catalogBody, homeBody, listingBody, notFoundBody, statusBody } from "../pages/public.js";
 import { type AppContext, defineRoute, Reply, type RouteDef } from "../route.js";
 
 // Pages for people (docs/operations.md "Pages"): server-rendered HTML, no script, a strict CSP. The
@@ -105,10 +105,16 @@ const listingRoute = defineRoute({
   auth: "none",
   contentType: "text/html",
   params: ListingPageParams,
-  responses: { 200: Html },
-  errors: ["LISTING_NOT_FOUND"],
+  responses: { 200: Html, 404: Html },
   async handle(_ctx, { params }: { params: Static<typeof ListingPageParams> }) {
-    const [record, history] = await Promise.all([listingRecordById(params.id), listingHistory(params.id)]);
+    const found = await Promise.all([listingRecordById(params.id), listingHistory(params.id)]).catch(
+      (err) => {
+        if (err instanceof AppError && err.code === "LISTING_NOT_FOUND") return undefined;
+        throw err;
+      },
+    );
+    if (!found) return page({ title: "Not found", status: 404 }, notFoundBody());
+    const [record, history] = found;
     return page(
       { title: String(record.name), cache: PUBLIC_CACHE },
       listingBody(record as unknown as Record<string, unknown>, history),

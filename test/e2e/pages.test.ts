@@ -148,6 +148,18 @@ for (const width of WIDTHS) {
         expect(await visit.page.locator("svg rect").count()).toBeGreaterThanOrEqual(1);
         expect(await visit.page.locator("svg polyline").count()).toBe(1);
 
+        expect(visit.errors).toEqual([]);
+        await check(
+          visit,
+          "/listings/00000000-0000-4000-8000-000000000000",
+          `listing-missing-${width.name}`,
+          404,
+        );
+        expect(await visit.page.locator("h1").textContent()).toBe("No such listing");
+        // Chromium logs the 404 answer itself as a failed resource: that one line, and nothing else.
+        expect(visit.errors).toEqual([expect.stringMatching(/status of 404/)]);
+        visit.errors.splice(0);
+
         await check(visit, "/status", `status-${width.name}`);
         expect(await visit.page.locator("main").textContent()).toContain("All systems operational");
         expect(await visit.page.locator("main").textContent()).toContain("settlement-confirmations");

@@ -10450,13 +10450,13 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            /** @description error LISTING_NOT_FOUND */
+            /** @description HTTP 404 */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
+                    "text/html": string;
                 };
             };
         };
