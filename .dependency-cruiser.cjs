@@ -19,11 +19,12 @@ const CONTEXTS = {
   sandbox: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402", "tools"],
   discovery: ["audit", "outbox", "identity", "money", "catalog", "routing", "x402", "tools"],
   verification: ["outbox", "identity", "money", "catalog", "routing"],
+  operations: ["audit", "outbox", "system", "tools", "money", "catalog", "routing", "x402"],
 };
 const NAMES = Object.keys(CONTEXTS);
 const ANY_CONTEXT = `^shared/(${NAMES.join("|")})/`;
 const INFRASTRUCTURE =
-  "^shared/(config|errors|log|queues|queue-names|redis|lifecycle)\\.ts$|^shared/(db|net|chain|infra|kernel)/";
+  "^shared/(config|errors|log|queues|queue-names|redis|lifecycle)\\.ts$|^shared/(db|net|chain|infra|kernel|observability)/";
 
 const contextRules = NAMES.map((name) => {
   const forbidden = NAMES.filter((other) => other !== name && !CONTEXTS[name].includes(other));

@@ -12,6 +12,7 @@ import { RedisNotInstalled, startEmbeddedPostgres, startLocalRedis } from "../sh
 import { assertPortsFree, isAddressInUse, type NeededPort, PortInUse } from "../shared/infra/ports.js";
 import { handleSignals, onShutdown, shutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
+import { startTracing, stopTracing } from "../shared/observability/tracing.js";
 import { QUEUE_NAMES } from "../shared/queue-names.js";
 import { startWorkers } from "../workers/start.js";
 import { startWeb } from "./server.js";
@@ -83,6 +84,7 @@ async function main(): Promise<void> {
   const applied = await migrateLatest(db());
   if (applied.length > 0) say(`applied ${applied.length} migrations`);
   if (config.devChain) await startDevChain(say).catch((err) => Promise.reject(asPortInUse(err, chainPort)));
+  if (startTracing("agentmarket")) onShutdown("tracing", "clients", stopTracing);
   await startWorkers(QUEUE_NAMES);
   await startWeb().catch((err) => Promise.reject(asPortInUse(err, apiPort)));
   say(`Agent Market is up: ${getConfig().publicBaseUrl} (try GET /api/health)`);

@@ -4,9 +4,12 @@ import { getConfig } from "../shared/config.js";
 import { mcpMiddleware } from "./mcp/mount.js";
 import { errors } from "./middleware/errors.js";
 import { jsonBody } from "./middleware/json-body.js";
+import { httpMetrics } from "./middleware/metrics.js";
 import { requestId } from "./middleware/request-id.js";
 import { securityHeaders } from "./middleware/security-headers.js";
+import { httpTrace } from "./middleware/tracing.js";
 import { mountRoutes } from "./mount.js";
+import { queueDashboard } from "./queue-dashboard.js";
 import type { AppState, RouteDef } from "./route.js";
 import { adminRoutes } from "./routes/admin.js";
 import { approvalRoutes } from "./routes/approvals.js";
@@ -18,6 +21,8 @@ import { discoveryRoutes } from "./routes/discovery.js";
 import { executeRoutes } from "./routes/execute.js";
 import { jwksRoutes } from "./routes/jwks.js";
 import { keyRoutes } from "./routes/keys.js";
+import { operationsRoutes } from "./routes/operations.js";
+import { pageRoutes, withHomePage } from "./routes/pages.js";
 import { quickstartRoutes } from "./routes/quickstart.js";
 import { receiptRoutes } from "./routes/receipts.js";
 import { sellerRoutes } from "./routes/seller.js";
@@ -45,6 +50,7 @@ export function allRoutes(): RouteDef[] {
     ...catalogRoutes,
     ...sellerRoutes,
     ...adminRoutes,
+    ...operationsRoutes,
     ...walletRoutes,
     ...cryptoRoutes,
     ...x402Routes(allRoutes),
@@ -57,7 +63,9 @@ export function allRoutes(): RouteDef[] {
     // The local chain's info and faucet exist only under DEV_CHAIN=1 (docs/payments.md "DEV_CHAIN=1").
     ...(getConfig().devChain ? devRoutes : []),
     // The MCP transport is mounted beside these routes (createApp): discovery documents describe it.
-    ...discoveryRoutes(allRoutes, { mcp: true }),
+    ...discoveryRoutes(allRoutes, { mcp: true }).map((r) => (r.path === "/" ? withHomePage(r) : r)),
+    // Pages for people (docs/operations.md "Pages"); GET / above serves browsers the home page.
+    ...pageRoutes,
   ];
 }
 
@@ -69,7 +77,11 @@ export function createApp(): Koa<AppState> {
 
   app.use(requestId as Koa.Middleware<AppState>);
   app.use(securityHeaders as Koa.Middleware<AppState>);
+  app.use(httpMetrics as Koa.Middleware<AppState>);
+  app.use(httpTrace as Koa.Middleware<AppState>);
   app.use(errors as Koa.Middleware<AppState>);
+  // /admin/queues: bull-board for the operator (docs/operations.md "Queue dashboard"); before jsonBody.
+  app.use(queueDashboard() as unknown as Koa.Middleware<AppState>);
   app.use(jsonBody as Koa.Middleware<AppState>);
   // /mcp: MCP tools over Streamable HTTP, each a call to one of these routes (docs/mcp.md).
   app.use(mcpMiddleware(allRoutes) as unknown as Koa.Middleware<AppState>);

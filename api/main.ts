@@ -1,7 +1,9 @@
 // The `web` process of the Procfile: the API and the outbox sweeper, nothing else.
 import { loadConfigOrExit } from "../shared/config.js";
-import { handleSignals } from "../shared/lifecycle.js";
+import { evictionProblem } from "../shared/infra/redis-policy.js";
+import { handleSignals, onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
+import { startTracing, stopTracing } from "../shared/observability/tracing.js";
 import { startWeb } from "./server.js";
 
 const config = loadConfigOrExit();
@@ -11,7 +13,19 @@ if (!config.databaseUrl || !config.redisUrl) {
   );
   process.exit(1);
 }
+// BullMQ loses jobs on a Redis that evicts keys: refuse one, with one line (docs/operations.md "Redis").
+if (config.redisEvictionCheck) {
+  const problem = await evictionProblem(config.redisUrl).catch(
+    (err: Error) => `cannot read Redis's eviction policy: ${err.message}`,
+  );
+  if (problem) {
+    console.error(problem);
+    process.exit(1);
+  }
+}
 handleSignals();
+// OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
+if (startTracing("agentmarket-web")) onShutdown("tracing", "clients", stopTracing);
 startWeb().catch((err) => {
   logger().fatal({ err }, "api failed to start");
   process.exit(1);

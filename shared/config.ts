@@ -93,6 +93,12 @@ export interface Config {
   researchTimeoutMs: number;
   parseDeadlineMs: number;
   parseMaxMemoryMb: number;
+  metricsToken: string | undefined;
+  workerMetricsPort: number;
+  queueMetricsCacheMs: number;
+  adminQueueRetries: boolean;
+  redisEvictionCheck: boolean;
+  otelExporterOtlpEndpoint: string | undefined;
 }
 
 type Env = Record<string, string | undefined>;
@@ -757,6 +763,41 @@ export const SETTINGS = {
     "heap limit (old generation, MB) of the worker thread a document parse runs in",
     32,
     2048,
+  ),
+  metricsToken: secret(
+    "METRICS_TOKEN",
+    "bearer token a scraper must send to /metrics (web) and to each worker's metrics port; unset → /metrics is open (keep it on a private network)",
+    16,
+  ),
+  workerMetricsPort: int(
+    "WORKER_METRICS_PORT",
+    0,
+    "port on which a worker process serves its own /metrics (0 = off); one port per process, so give each copy its own",
+    0,
+    65535,
+  ),
+  queueMetricsCacheMs: int(
+    "QUEUE_METRICS_CACHE_MS",
+    5000,
+    "how long one read of the queues' job counts serves /metrics scrapes",
+    0,
+    600000,
+  ),
+  adminQueueRetries: bool(
+    "ADMIN_QUEUE_RETRIES",
+    false,
+    "lets the admin queue dashboard (/admin/queues) retry failed jobs; off → read-only",
+  ),
+  redisEvictionCheck: bool(
+    "REDIS_EVICTION_CHECK",
+    true,
+    "on start, refuse (exit 1) a Redis whose maxmemory-policy is not noeviction: BullMQ loses jobs when Redis evicts keys",
+  ),
+  otelExporterOtlpEndpoint: url(
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    undefined,
+    "OTLP/HTTP collector base URL (traces go to <url>/v1/traces); unset → tracing off",
+    HTTP,
   ),
 } as const;
 

@@ -1,7 +1,9 @@
+import { SpanKind } from "@opentelemetry/api";
 import { type Static, type TObject, Type } from "@sinclair/typebox";
 import { type Job, type JobsOptions, Queue, QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import { getConfig } from "./config.js";
+import { inSpan, jobMeta } from "./observability/tracing.js";
 import { QUEUE_NAMES, type QueueName } from "./queue-names.js";
 import { createRedis } from "./redis.js";
 
@@ -56,6 +58,22 @@ export const QUEUES = {
   },
 } as const satisfies Record<QueueName, { payload: TObject; jobOptions: JobsOptions }>;
 
+/**
+ * What a job carries besides its payload, under `meta` (docs/operations.md "Traces"): the W3C trace
+ * context of the span that enqueued it and the request id that caused it. Workers validate it apart
+ * from the payload (workers/payload.ts) and hand the payload alone to the processor.
+ */
+export const JobMeta = Type.Object(
+  {
+    traceparent: Type.Optional(
+      Type.String({ pattern: "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$" }),
+    ),
+    tracestate: Type.Optional(Type.String({ maxLength: 512 })),
+    request_id: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9._-]{8,128}$" })),
+  },
+  closed,
+);
+
 export type QueuePayload<Q extends QueueName> = Static<(typeof QUEUES)[Q]["payload"]>;
 
 let producer: Redis | undefined;
@@ -98,13 +116,20 @@ export async function getQueueEvents(name: QueueName): Promise<QueueEvents> {
   return queueEvents;
 }
 
-/** Adds a job whose id is the row id it acts on. */
+/** Adds a job whose id is the row id it acts on, with the trace context and request id of its cause. */
 export async function enqueue<Q extends QueueName>(
   name: Q,
   jobId: string,
   payload: QueuePayload<Q>,
 ): Promise<Job> {
-  return getQueue(name).add(name, payload, { jobId });
+  return inSpan(
+    `enqueue ${name}`,
+    { kind: SpanKind.PRODUCER, attributes: { "messaging.destination.name": name } },
+    () => {
+      const meta = jobMeta();
+      return getQueue(name).add(name, meta ? { ...payload, meta } : payload, { jobId });
+    },
+  );
 }
 
 /** Round trip to Redis on the producer connection (health). */

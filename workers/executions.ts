@@ -2,6 +2,7 @@ import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import { isUuid } from "../shared/kernel/ids.js";
 import { logger } from "../shared/log.js";
+import { tracedProcessor } from "../shared/observability/tracing.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
 import { failInvocation, RunInProgress, runInvocation } from "../shared/routing/index.js";
@@ -22,7 +23,7 @@ export function startExecutionsWorker(): Worker {
   const config = getConfig();
   const worker = new Worker(
     "executions",
-    async (job: Job, token?: string) => {
+    tracedProcessor("executions", async (job: Job, token?: string) => {
       const payload = validatePayload(job.data) as QueuePayload<"executions">;
       try {
         return await processExecution(payload);
@@ -32,7 +33,7 @@ export function startExecutionsWorker(): Worker {
         await job.moveToDelayed(error.retryAt.getTime() + 100, token);
         throw new DelayedError();
       }
-    },
+    }),
     {
       connection: createRedis("worker"),
       prefix: config.queuePrefix,

@@ -2,6 +2,7 @@ import { type Job, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
+import { tracedProcessor } from "../shared/observability/tracing.js";
 import { closeQueues, QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
 import { processHealthProbe, processProbeSweep, scheduleProbeSweep } from "../shared/routing/index.js";
@@ -18,11 +19,11 @@ export function startHealthProbesWorker(): Worker {
   onShutdown("queues", "clients", closeQueues);
   const worker = new Worker(
     "health-probes",
-    async (job: Job) => {
+    tracedProcessor("health-probes", async (job: Job) => {
       const payload = validatePayload(job.data) as QueuePayload<"health-probes">;
       if (payload.sweep) return { enqueued: await processProbeSweep(job.timestamp) };
       return processHealthProbe({ listing_id: payload.listing_id! });
-    },
+    }),
     {
       connection: createRedis("worker"),
       prefix: config.queuePrefix,

@@ -1,8 +1,10 @@
 // A worker process of the Procfile: `node dist/workers/main.js <queue>`, one queue per process so that
 // operators scale each pool on its own.
 import { loadConfigOrExit } from "../shared/config.js";
-import { handleSignals } from "../shared/lifecycle.js";
+import { evictionProblem } from "../shared/infra/redis-policy.js";
+import { handleSignals, onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
+import { startTracing, stopTracing } from "../shared/observability/tracing.js";
 import { isQueueName, QUEUE_NAMES } from "../shared/queue-names.js";
 import { startWorkers } from "./start.js";
 
@@ -16,7 +18,19 @@ if (!config.databaseUrl || !config.redisUrl) {
   console.error("worker processes need DATABASE_URL and REDIS_URL");
   process.exit(1);
 }
+// BullMQ loses jobs on a Redis that evicts keys: refuse one, with one line (docs/operations.md "Redis").
+if (config.redisEvictionCheck) {
+  const problem = await evictionProblem(config.redisUrl).catch(
+    (err: Error) => `cannot read Redis's eviction policy: ${err.message}`,
+  );
+  if (problem) {
+    console.error(problem);
+    process.exit(1);
+  }
+}
 handleSignals();
+// OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
+if (startTracing(`agentmarket-${queue}`)) onShutdown("tracing", "clients", stopTracing);
 startWorkers([queue]).catch((err) => {
   logger().fatal({ err, queue }, "worker failed to start");
   process.exit(1);

@@ -2,6 +2,7 @@ import { type Job, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
+import { tracedProcessor } from "../shared/observability/tracing.js";
 import { closeQueues, QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
 import { processMonitoringRun } from "../shared/verification/index.js";
@@ -20,8 +21,9 @@ export function startMonitoringRunsWorker(): Worker {
   onShutdown("queues", "clients", closeQueues);
   const worker = new Worker(
     "monitoring-runs",
-    async (job: Job) =>
+    tracedProcessor("monitoring-runs", async (job: Job) =>
       processMonitoringRun(validatePayload(job.data) as QueuePayload<"monitoring-runs">, String(job.id)),
+    ),
     {
       connection: createRedis("worker"),
       prefix: config.queuePrefix,

@@ -3,6 +3,7 @@ import { getConfig } from "../shared/config.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { type PayoutSubmissionOutcome, processPayout, processPayoutSweep } from "../shared/money/index.js";
+import { tracedProcessor } from "../shared/observability/tracing.js";
 import { closeQueues, getQueue, QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
 import { payloadValidator } from "./payload.js";
@@ -57,7 +58,7 @@ export function startPayoutsWorker(): Worker {
   onShutdown("queues", "clients", closeQueues);
   const worker = new Worker(
     "payouts",
-    async (job: Job, token?: string) => {
+    tracedProcessor("payouts", async (job: Job, token?: string) => {
       const payload = validatePayload(job.data) as QueuePayload<"payouts">;
       const outcome = await processPayoutJob(payload);
       if (outcome.status === "waiting") {
@@ -68,7 +69,7 @@ export function startPayoutsWorker(): Worker {
         throw new UnrecoverableError(`no payout ${payload.payout_id} in this database`);
       }
       return outcome;
-    },
+    }),
     {
       connection: createRedis("worker"),
       prefix: config.queuePrefix,

@@ -7,6 +7,7 @@ import {
   type DepositOutcome,
   type PayoutConfirmationOutcome,
 } from "../shared/money/index.js";
+import { tracedProcessor } from "../shared/observability/tracing.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
 import { processX402Settlement, type X402SettlementOutcome } from "../shared/x402/index.js";
@@ -37,7 +38,7 @@ export function startSettlementConfirmationsWorker(): Worker {
   const config = getConfig();
   const worker = new Worker(
     "settlement-confirmations",
-    async (job: Job, token?: string) => {
+    tracedProcessor("settlement-confirmations", async (job: Job, token?: string) => {
       const payload = validatePayload(job.data) as QueuePayload<"settlement-confirmations">;
       const outcome = await processSettlementConfirmation(payload);
       if (outcome.status === "waiting") {
@@ -54,7 +55,7 @@ export function startSettlementConfirmationsWorker(): Worker {
         throw new UnrecoverableError(`no payout ${payload.payout_id} in this database`);
       }
       return outcome.status;
-    },
+    }),
     {
       connection: createRedis("worker"),
       prefix: config.queuePrefix,

@@ -1,8 +1,11 @@
 import type { Worker } from "bullmq";
+import { getConfig } from "../shared/config.js";
 import { closeDb } from "../shared/db/knex.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { closeSafeFetch } from "../shared/net/safe-fetch.js";
+import { observeJobs } from "../shared/observability/metrics.js";
+import { startMetricsServer } from "../shared/observability/metrics-server.js";
 import type { QueueName } from "../shared/queue-names.js";
 import { closeCommandRedis } from "../shared/redis.js";
 import { WORKERS } from "./registry.js";
@@ -13,6 +16,17 @@ export async function startWorkers(queues: readonly QueueName[]): Promise<Worker
   onShutdown("outbound http", "clients", closeSafeFetch);
   onShutdown("command redis", "clients", closeCommandRedis);
   const workers = queues.map((queue) => WORKERS[queue]());
+  for (const worker of workers) observeJobs(worker as never);
+  const metricsPort = getConfig().workerMetricsPort;
+  if (metricsPort > 0) {
+    const server = await startMetricsServer(metricsPort);
+    onShutdown(
+      "metrics server",
+      "clients",
+      () => new Promise<void>((resolve) => server.close(() => resolve())),
+    );
+    logger().info({ port: metricsPort }, "worker metrics listening");
+  }
   for (const worker of workers) onShutdown(`worker ${worker.name}`, "ingress", () => worker.close());
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   logger().info({ queues }, "workers started");

@@ -1,6 +1,7 @@
 import { type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import { logger } from "../shared/log.js";
+import { tracedProcessor } from "../shared/observability/tracing.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
 import { abandonOrder, processOrder } from "../shared/verification/index.js";
@@ -24,8 +25,9 @@ export function startVerificationProbesWorker(): Worker {
   const config = getConfig();
   const worker = new Worker(
     "verification-probes",
-    async (job: Job) =>
+    tracedProcessor("verification-probes", async (job: Job) =>
       processVerificationProbe(validatePayload(job.data) as QueuePayload<"verification-probes">),
+    ),
     {
       connection: createRedis("worker"),
       prefix: config.queuePrefix,

@@ -23,7 +23,8 @@ function jsonDepth(value: unknown, stopAfter: number): number {
 
 /**
  * Reads a JSON request body into ctx.request.body, bounded by REQUEST_BODY_MAX_BYTES. Malformed JSON and
- * a non-JSON content type are 400s with a clear message, never 500s.
+ * a non-JSON content type are 400s with a clear message, never 500s. The one exception: the operator
+ * pages under /admin/ post HTML forms (application/x-www-form-urlencoded).
  */
 export async function jsonBody(ctx: AppContext, next: Next): Promise<void> {
   if (!["POST", "PUT", "PATCH", "DELETE"].includes(ctx.method)) return next();
@@ -40,7 +41,10 @@ export async function jsonBody(ctx: AppContext, next: Next): Promise<void> {
   const text = Buffer.concat(chunks).toString("utf8");
   ctx.state.rawBody = text;
   let body: unknown;
-  if (text.trim() !== "") {
+  if (text.trim() !== "" && ctx.path.startsWith("/admin/") && ctx.is("application/x-www-form-urlencoded")) {
+    // The operator pages' forms (docs/operations.md "Pages"): fields as strings, validated by the route.
+    body = Object.fromEntries(new URLSearchParams(text));
+  } else if (text.trim() !== "") {
     if (!ctx.is("application/json", "application/*+json")) {
       throw validationError("request body must be JSON", [
         { path: "/", message: "send Content-Type: application/json" },

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Next } from "koa";
-import { logger } from "../../shared/log.js";
+import { logger, withLogScope } from "../../shared/log.js";
 import type { AppContext } from "../route.js";
 
 const SAFE_ID = /^[A-Za-z0-9._-]{8,128}$/;
@@ -13,7 +13,8 @@ export async function requestId(ctx: AppContext, next: Next): Promise<void> {
   ctx.set("X-Request-Id", id);
   const started = performance.now();
   try {
-    await next();
+    // Every line logged while serving this request, and the jobs it enqueues, carry its id.
+    await withLogScope({ request_id: id }, next);
   } finally {
     logger().info(
       {

@@ -9,6 +9,7 @@ export {
   listingRecords,
   marketDocument,
 } from "./catalog.js";
+export { hostedTools, listingHistory } from "./history.js";
 export { checkListingInput, toolUnavailableReason } from "./hosted-tools.js";
 export { requireListing } from "./listing-lookup.js";
 export { PLATFORM_MAX_LATENCY_MS, ROUTER_MAX_ATTEMPTS } from "./listing-record/index.js";

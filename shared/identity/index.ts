@@ -5,6 +5,12 @@
 // Revoking a key settles what routing holds pending under it; routing sits above, so the caller passes
 // routing's settler in (SettlePendingOfRevokedKey in key-management.ts).
 
+export {
+  ADMIN_SESSION_COOKIE,
+  ADMIN_SESSION_SECONDS,
+  hasAdminSession,
+  signInAdmin,
+} from "./admin-session.js";
 export { registerAgent } from "./agents.js";
 export type { Principal } from "./auth.js";
 export { authenticate, authenticateAdmin } from "./auth.js";

@@ -6,6 +6,17 @@
 // Amounts are bigint micro-USDC (shared/kernel/money.ts); every movement goes through ledger/ledger.ts.
 
 export { chainDescriptor, LOCAL_CHAIN_ID, PLATFORM_FEE_RATE } from "./chain-descriptor.js";
+export type { PayoutRetryAction } from "./console/console.js";
+export {
+  evidenceView,
+  failedOrStuckDeposits,
+  failedOrStuckPayouts,
+  recheckDeposit,
+  redriveJob,
+  retryPayout,
+} from "./console/console.js";
+export type { CountByState, LedgerTotal } from "./console/store.js";
+export { depositCountsByStatus, ledgerTotalsByKind, payoutCountsByStatus } from "./console/store.js";
 export { authorizeDeposit, requestDeposit } from "./deposits/authorization.js";
 export type { DepositOutcome } from "./deposits/confirmation.js";
 export { confirmDeposit } from "./deposits/confirmation.js";

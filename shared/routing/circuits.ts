@@ -1,5 +1,7 @@
+import { getConfig } from "../config.js";
 import { logger } from "../log.js";
-import { circuitState } from "./circuit-breaker.js";
+import { commandRedis } from "../redis.js";
+import { type CircuitState, circuitState } from "./circuit-breaker.js";
 
 /**
  * The router's view of the circuit breaker: which of these listings have an open circuit right now.
@@ -15,4 +17,30 @@ export async function openCircuits(listingIds: string[]): Promise<Set<string>> {
     logger().warn({ err }, "circuit state unavailable; ranking without it");
     return new Set();
   }
+}
+
+/** At most this many circuits are read per count (SCAN pages of the `circuit:` keys). */
+const COUNT_LIMIT = 10_000;
+
+/**
+ * How many listings' circuits are open, half-open or closed-with-failures right now (for /metrics):
+ * a SCAN of the circuit keys Redis holds (they expire when idle, so the set stays bounded), then their
+ * states in one round trip. Listings Redis knows nothing of are closed and not counted.
+ */
+export async function circuitStateCounts(): Promise<Record<CircuitState, number>> {
+  const redis = commandRedis();
+  const prefix = `${getConfig().queuePrefix}:circuit:`;
+  const ids = new Set<string>();
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 500);
+    cursor = next;
+    for (const key of keys) {
+      const rest = key.slice(prefix.length);
+      if (!rest.includes(":")) ids.add(rest);
+    }
+  } while (cursor !== "0" && ids.size < COUNT_LIMIT);
+  const counts: Record<CircuitState, number> = { closed: 0, open: 0, half_open: 0 };
+  for (const state of (await circuitState([...ids])).values()) counts[state]++;
+  return counts;
 }

@@ -16,7 +16,7 @@ export {
   readApproval,
 } from "./approvals/approvals.js";
 export { startApprovalExpiry } from "./approvals/expiry.js";
-export { openCircuits } from "./circuits.js";
+export { circuitStateCounts, openCircuits } from "./circuits.js";
 export { purgeExpiredIdempotencyKeys } from "./idempotency.js";
 export {
   executeResult,

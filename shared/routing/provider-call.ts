@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
+import { SpanKind } from "@opentelemetry/api";
 import { getConfig } from "../config.js";
 import type { ErrorCode } from "../errors.js";
 import { outputSchemaViolations } from "../kernel/json-schema.js";
 import { FetchFailure, safeFetch } from "../net/safe-fetch.js";
+import { inSpan, traceHeaders } from "../observability/tracing.js";
 import { activeSigningKey, signMessage } from "./request-signing.js";
 import type { CallTarget, InvocationRow } from "./store/invocations.js";
 
@@ -72,24 +74,31 @@ export async function callProvider(
   const key = await activeSigningKey();
   let response: Awaited<ReturnType<typeof safeFetch>>;
   try {
-    response = await safeFetch(url, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json",
-        "user-agent": `${config.platformId}-router/1`,
-        "idempotency-key": invocation.id,
-        "x-invocation-id": invocation.id,
-        "x-listing-id": listing.id,
-        ...signMessage(key, messageId(invocation.id, attemptNo), body),
-      },
-      body,
-      timeoutMs: Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS),
-      maxBytes: config.providerResponseMaxBytes,
-      // First-party listings store a path on the platform's own origin: that call is exempt from the
-      // public-address rule (and only that origin; safe-fetch checks it).
-      trusted: listing.endpoint_url.startsWith("/"),
-    });
+    // A CLIENT span per seller call; the seller receives its trace context (traceparent) when tracing is on.
+    response = await inSpan(
+      "provider call",
+      { kind: SpanKind.CLIENT, attributes: { "agentmarket.attempt": attemptNo } },
+      () =>
+        safeFetch(url, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            accept: "application/json",
+            "user-agent": `${config.platformId}-router/1`,
+            "idempotency-key": invocation.id,
+            "x-invocation-id": invocation.id,
+            "x-listing-id": listing.id,
+            ...signMessage(key, messageId(invocation.id, attemptNo), body),
+            ...traceHeaders(),
+          },
+          body,
+          timeoutMs: Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS),
+          maxBytes: config.providerResponseMaxBytes,
+          // First-party listings store a path on the platform's own origin: that call is exempt from the
+          // public-address rule (and only that origin; safe-fetch checks it).
+          trusted: listing.endpoint_url.startsWith("/"),
+        }),
+    );
   } catch (error) {
     if (!(error instanceof FetchFailure)) throw error;
     if (error.kind === "timeout") return failure("TIMEOUT", error.message);

@@ -5,6 +5,7 @@ import { returnDailySpend, settleDailySpend } from "../identity/index.js";
 import { micros } from "../kernel/money.js";
 import { logger } from "../log.js";
 import { retryTransient } from "../money/index.js";
+import { providerAttempts } from "../observability/metrics.js";
 import type { QueuePayload } from "../queues.js";
 import { allowCall, recordCallOutcome } from "./circuit-breaker.js";
 import { acquireCallSlot } from "./listing-limits.js";
@@ -302,6 +303,8 @@ export async function runInvocation(
     } finally {
       await slot.release();
     }
+    // The outcome label is "succeeded" or an error code of the table: a bounded set.
+    providerAttempts.inc({ outcome: result.ok ? "succeeded" : result.code });
     await recordCallOutcome(target.id, result.ok).catch((err) =>
       logger().warn({ err, listing_id: target.id }, "circuit breaker not updated"),
     );

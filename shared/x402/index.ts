@@ -15,6 +15,7 @@ export {
   x402TestEcho,
 } from "./catalog.js";
 export { purgeStaleQuotes } from "./challenge.js";
+export { failedOrStuckSettlements, recheckSettlement } from "./console.js";
 export { executeQuote, invokeListing } from "./gateway.js";
 export { paymentNetworkRecord } from "./info.js";
 export { canonicalJson, parseWwwAuthenticate } from "./mpp.js";
@@ -42,4 +43,5 @@ export {
 export { PaymentNetworkRecord } from "./schemas/info.js";
 export type { X402SettlementOutcome } from "./settlement.js";
 export { processX402Settlement } from "./settlement.js";
+export { oldestOpenSettlementSeconds, settlementCountsByStatus } from "./store/console.js";
 export { x402Status } from "./views.js";

@@ -1,0 +1,37 @@
+import { Redis } from "ioredis";
+
+// BullMQ keeps jobs, locks and schedules in Redis keys: a Redis that evicts keys under memory pressure
+// silently loses jobs. So every process refuses, at start, a Redis whose maxmemory-policy is not
+// `noeviction` (docs/operations.md "Redis"). Managed Redis often forbids CONFIG: then INFO memory's
+// `maxmemory_policy` answers the same question.
+
+/** The server's maxmemory-policy, from CONFIG GET or, where CONFIG is forbidden, INFO memory. */
+export async function readEvictionPolicy(redis: Redis): Promise<string | undefined> {
+  try {
+    const reply = (await redis.config("GET", "maxmemory-policy")) as string[];
+    if (reply?.[1]) return reply[1];
+  } catch {
+    // CONFIG is disabled or renamed (managed Redis): fall back to INFO.
+  }
+  const info = await redis.info("memory");
+  return /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
+}
+
+/** The one line a process prints before exiting 1, or undefined when the policy is noeviction. */
+export async function evictionProblem(url: string): Promise<string | undefined> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 5000,
+    retryStrategy: () => null,
+  });
+  redis.on("error", () => {});
+  try {
+    await redis.connect();
+    const policy = await readEvictionPolicy(redis);
+    if (policy === "noeviction") return undefined;
+    return `refusing to start: Redis maxmemory-policy is ${policy ?? "unknown"}, BullMQ needs noeviction (set maxmemory-policy noeviction; docs/operations.md "Redis"; REDIS_EVICTION_CHECK=false skips this check)`;
+  } finally {
+    redis.disconnect();
+  }
+}

@@ -1,0 +1,137 @@
+import {
+  type Context,
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+import { BatchSpanProcessor, NodeTracerProvider, type SpanProcessor } from "@opentelemetry/sdk-trace-node";
+import { getConfig } from "../config.js";
+import { currentRequestId, logger, withLogScope } from "../log.js";
+
+// OpenTelemetry traces (docs/operations.md "Traces"): off unless OTEL_EXPORTER_OTLP_ENDPOINT is set,
+// then exported over OTLP/HTTP. One trace follows a call from the API through the queue (the W3C
+// trace context rides in the job's `meta`, with the request id), the worker's job, the seller call
+// (a traceparent header) and the settlement jobs that call causes. With tracing off the API below is
+// OpenTelemetry's no-op: no context manager, no propagator, nothing recorded.
+
+let provider: NodeTracerProvider | undefined;
+
+/**
+ * Starts tracing for this process when OTEL_EXPORTER_OTLP_ENDPOINT is set (or with the given span
+ * processors: tests pass an in-memory exporter). Idempotent.
+ */
+export function startTracing(serviceName: string, processors?: SpanProcessor[]): boolean {
+  if (provider) return true;
+  const endpoint = getConfig().otelExporterOtlpEndpoint;
+  if (!processors && !endpoint) return false;
+  provider = new NodeTracerProvider({
+    resource: resourceFromAttributes({ "service.name": serviceName }),
+    spanProcessors: processors ?? [
+      new BatchSpanProcessor(new OTLPTraceExporter({ url: `${endpoint}/v1/traces` })),
+    ],
+  });
+  provider.register();
+  logger().info({ service: serviceName, endpoint }, "tracing on");
+  return true;
+}
+
+/** Flushes and stops tracing (shutdown phase "clients"). */
+export async function stopTracing(): Promise<void> {
+  const p = provider;
+  provider = undefined;
+  if (!p) return;
+  await p.shutdown();
+  trace.disable();
+  propagation.disable();
+  context.disable();
+}
+
+export function tracer() {
+  return trace.getTracer("agentmarket");
+}
+
+/** The W3C trace context of the active span as headers ({traceparent, tracestate}); empty when off. */
+export function traceHeaders(): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return carrier;
+}
+
+/** The context a remote caller sent (traceparent header, or a job's meta). */
+export function remoteContext(carrier: Record<string, string | undefined>): Context {
+  return propagation.extract(ROOT_CONTEXT, carrier);
+}
+
+/** Runs fn in a new active span that ends with fn; an exception marks the span as an error. */
+export async function inSpan<T>(
+  name: string,
+  options: { kind?: SpanKind; attributes?: Record<string, string | number | boolean>; parent?: Context },
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
+  return tracer().startActiveSpan(
+    name,
+    { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes },
+    options.parent ?? context.active(),
+    async (span) => {
+      try {
+        return await fn(span);
+      } catch (err) {
+        span.recordException(err as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+        throw err;
+      } finally {
+        span.end();
+      }
+    },
+  );
+}
+
+/** What an enqueued job carries besides its payload: the trace context and the request id that caused it. */
+export function jobMeta(): { traceparent?: string; tracestate?: string; request_id?: string } | undefined {
+  const meta = { ...traceHeaders(), ...(currentRequestId() ? { request_id: currentRequestId() } : {}) };
+  return Object.keys(meta).length ? meta : undefined;
+}
+
+interface TracedJob {
+  id?: string;
+  name: string;
+  data: unknown;
+}
+
+/**
+ * Wraps a worker's processor: the job runs in a consumer span whose parent is the context its producer
+ * sent, and every line it logs carries the request id that caused it, its job id and queue.
+ */
+export function tracedProcessor<J extends TracedJob, R>(
+  queue: string,
+  processor: (job: J, token?: string) => Promise<R>,
+): (job: J, token?: string) => Promise<R> {
+  return (job, token) => {
+    const meta = ((job.data as { meta?: Record<string, string> } | undefined)?.meta ?? {}) as Record<
+      string,
+      string | undefined
+    >;
+    return withLogScope({ request_id: meta.request_id, job_id: job.id, queue }, () =>
+      inSpan(
+        `job ${queue}`,
+        {
+          kind: SpanKind.CONSUMER,
+          parent: remoteContext(meta),
+          attributes: { "messaging.system": "bullmq", "messaging.destination.name": queue },
+        },
+        async () => {
+          const started = performance.now();
+          const result = await processor(job, token);
+          logger().debug({ ms: Math.round(performance.now() - started) }, "job done");
+          return result;
+        },
+      ),
+    );
+  };
+}
