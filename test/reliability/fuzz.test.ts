@@ -123,6 +123,14 @@ describe("fuzzing every route of the OpenAPI document", () => {
   it(`${MIN_REQUESTS}+ valid and mutated requests: no 5xx, every refusal in the envelope, no row written by a refusal`, async () => {
     const doc = (await api("GET", "/openapi.json")).body;
     const operations = operationsOf(doc);
+    // Pages for people (docs/operations.md "Pages") answer their refusals as HTML pages, not the JSON
+    // envelope: a browser shows them. Every other route refuses with the envelope.
+    const pages = new Set<string>();
+    for (const [template, methods] of Object.entries(doc.paths as Record<string, Record<string, any>>))
+      for (const [method, op] of Object.entries(methods))
+        if (Object.values(op.responses ?? {}).some((r: any) => r.content?.["text/html"]))
+          pages.add(`${method.toUpperCase()} ${template}`);
+    expect(pages.size).toBeGreaterThan(0);
     expect(operations.length).toBeGreaterThan(50);
     const base = `http://127.0.0.1:${getConfig().port}`;
     const findings: Finding[] = [];
@@ -158,7 +166,15 @@ describe("fuzzing every route of the OpenAPI document", () => {
             const error = (
               body as { success?: boolean; error?: { code?: string; message?: string; request_id?: string } }
             )?.error;
-            if ((body as { success?: boolean })?.success !== false || !error?.message || !error.request_id)
+            const page = pages.has(r.operation) && r.method === r.operation.split(" ")[0];
+            if (page) {
+              if (!type.includes("text/html") && !type.includes("json"))
+                problem(`${res.statusCode} from a page is neither HTML nor the envelope: ${type}`);
+            } else if (
+              (body as { success?: boolean })?.success !== false ||
+              !error?.message ||
+              !error.request_id
+            )
               problem(`${res.statusCode} outside the error envelope: ${text.slice(0, 200)}`);
             else if (!ERROR_CODES.includes(error.code as never)) problem(`unknown error code ${error.code}`);
             // A 402 challenge at the x402 edge is step one of the protocol, not a refusal: it records the
