@@ -1,6 +1,6 @@
 // The `web` process of the Procfile: the API and the outbox sweeper, nothing else.
 import { loadConfigOrExit } from "../shared/config.js";
-import { evictionProblem } from "../shared/infra/redis-policy.js";
+import { exitOnEvictingRedis } from "../shared/infra/redis-policy.js";
 import { handleSignals, onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { startTracing, stopTracing } from "../shared/observability/tracing.js";
@@ -14,15 +14,7 @@ if (!config.databaseUrl || !config.redisUrl) {
   process.exit(1);
 }
 // BullMQ loses jobs on a Redis that evicts keys: refuse one, with one line (docs/operations.md "Redis").
-if (config.redisEvictionCheck) {
-  const problem = await evictionProblem(config.redisUrl).catch(
-    (err: Error) => `cannot read Redis's eviction policy: ${err.message}`,
-  );
-  if (problem) {
-    console.error(problem);
-    process.exit(1);
-  }
-}
+await exitOnEvictingRedis(config.redisUrl, config.redisEvictionCheck);
 handleSignals();
 // OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
 if (startTracing("agentmarket-web")) onShutdown("tracing", "clients", stopTracing);

@@ -1,7 +1,7 @@
 // A worker process of the Procfile: `node dist/workers/main.js <queue>`, one queue per process so that
 // operators scale each pool on its own.
 import { loadConfigOrExit } from "../shared/config.js";
-import { evictionProblem } from "../shared/infra/redis-policy.js";
+import { exitOnEvictingRedis } from "../shared/infra/redis-policy.js";
 import { handleSignals, onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { startTracing, stopTracing } from "../shared/observability/tracing.js";
@@ -19,15 +19,7 @@ if (!config.databaseUrl || !config.redisUrl) {
   process.exit(1);
 }
 // BullMQ loses jobs on a Redis that evicts keys: refuse one, with one line (docs/operations.md "Redis").
-if (config.redisEvictionCheck) {
-  const problem = await evictionProblem(config.redisUrl).catch(
-    (err: Error) => `cannot read Redis's eviction policy: ${err.message}`,
-  );
-  if (problem) {
-    console.error(problem);
-    process.exit(1);
-  }
-}
+await exitOnEvictingRedis(config.redisUrl, config.redisEvictionCheck);
 handleSignals();
 // OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
 if (startTracing(`agentmarket-${queue}`)) onShutdown("tracing", "clients", stopTracing);

@@ -35,3 +35,18 @@ export async function evictionProblem(url: string): Promise<string | undefined> 
     redis.disconnect();
   }
 }
+
+/**
+ * What the web and worker processes run first: with REDIS_EVICTION_CHECK on, an evicting or unreadable
+ * Redis stops the process with one line and exit 1, before anything starts.
+ */
+export async function exitOnEvictingRedis(url: string, enabled: boolean): Promise<void> {
+  if (!enabled) return;
+  const problem = await evictionProblem(url).catch(
+    (err: Error) => `cannot read Redis's eviction policy: ${err.message}`,
+  );
+  if (problem) {
+    console.error(problem);
+    process.exit(1);
+  }
+}
