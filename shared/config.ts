@@ -67,6 +67,7 @@ export interface Config {
   payoutThresholdMicros: bigint;
   payoutSweepIntervalMs: number;
   payoutPauseAfterSignMs: number;
+  executionsRecoveryIntervalMs: number;
   keylessRequestsPerMinute: number;
   discoveryCacheSeconds: number;
 }
@@ -550,6 +551,11 @@ export const SETTINGS = {
     "PAYOUT_SWEEP_INTERVAL_MS",
     900000,
     "how often the payouts worker batches payable balances into payouts (the payout-sweep scheduler); 0 disables it",
+  ),
+  executionsRecoveryIntervalMs: intervalOrOff(
+    "EXECUTIONS_RECOVERY_INTERVAL_MS",
+    30000,
+    "how often each executions worker ends invocations whose job the queue gave up on (or lost) without ending them; 0 disables it",
   ),
   payoutPauseAfterSignMs: int(
     "PAYOUT_PAUSE_AFTER_SIGN_MS",
