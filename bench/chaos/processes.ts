@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import { reapOnExit } from "./reaper.js";
 
 // The Procfile's processes as OS processes, each restarted when it dies (what a process manager does),
 // so the fault schedule can SIGKILL any of them at any moment.
@@ -17,7 +18,8 @@ export interface ProcessSpec {
 interface Managed {
   spec: ProcessSpec;
   child: ChildProcess | undefined;
-  startedAt: number;
+  /** When the running child said it was ready (undefined while it starts). */
+  readyAt: number | undefined;
   /** The last lines of output, for a failure message. */
   tail: string[];
   starts: number;
@@ -25,6 +27,8 @@ interface Managed {
 }
 
 const TAIL_LINES = 40;
+/** The info lines that say a process is up: the API listens, the workers took their queues. */
+const READY = /"msg":"(api listening|workers started)"/;
 const RESTART_DELAY_MS = 300;
 
 export class Supervisor {
@@ -35,21 +39,34 @@ export class Supervisor {
 
   start(spec: ProcessSpec): void {
     if (!existsSync(spec.script)) throw new Error(`${spec.script} is missing: build first (npm run build)`);
-    const m: Managed = { spec, child: undefined, startedAt: 0, tail: [], starts: 0, unexpectedExits: 0 };
+    const m: Managed = {
+      spec,
+      child: undefined,
+      readyAt: undefined,
+      tail: [],
+      starts: 0,
+      unexpectedExits: 0,
+    };
     this.managed.set(spec.name, m);
     this.spawn(m);
   }
 
   private spawn(m: Managed): void {
     m.starts += 1;
-    m.startedAt = Date.now();
+    m.readyAt = undefined;
     const child = spawn(process.execPath, [m.spec.script, ...m.spec.args], {
       env: { ...process.env, ...m.spec.env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     m.child = child;
+    reapOnExit(child);
     const keep = (d: Buffer) => {
-      for (const line of d.toString().split("\n")) if (line.trim()) m.tail.push(line);
+      for (const line of d.toString().split("\n")) {
+        if (!line.trim()) continue;
+        if (m.readyAt === undefined && m.child === child && READY.test(line)) m.readyAt = Date.now();
+        // Request and job lines at info level are many; the tail keeps what explains a failure.
+        if (!/"level":30/.test(line)) m.tail.push(line);
+      }
       if (m.tail.length > TAIL_LINES) m.tail.splice(0, m.tail.length - TAIL_LINES);
     };
     child.stdout?.on("data", keep);
@@ -74,14 +91,14 @@ export class Supervisor {
   }
 
   /**
-   * SIGKILLs the named process if it runs and started at least `minAgeMs` ago; true when a signal was
-   * sent. It is restarted shortly after.
+   * SIGKILLs the named process if it has been ready (listening, or holding its queue) for at least
+   * `minUpMs`; true when a signal was sent. It is restarted shortly after.
    */
-  kill(name: string, minAgeMs = 0): boolean {
+  kill(name: string, minUpMs = 0): boolean {
     const m = this.managed.get(name);
     const child = m?.child;
     if (!m || !child || child.exitCode !== null || child.signalCode !== null) return false;
-    if (Date.now() - m.startedAt < minAgeMs) return false;
+    if (m.readyAt === undefined || Date.now() - m.readyAt < minUpMs) return false;
     return child.kill("SIGKILL");
   }
 

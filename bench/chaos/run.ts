@@ -31,8 +31,8 @@ export interface ChaosProfile {
   seconds: number;
   /** SIGKILLs to deliver during the load. */
   kills: number;
-  /** A process is SIGKILLed only once it has run this long (see faults.ts). */
-  minAgeMs: number;
+  /** A process is SIGKILLed only once it has been ready this long (see faults.ts). */
+  minUpMs: number;
   /** Concurrent clients of the load. */
   clients: number;
   /** Operations at most (the load also stops at `seconds`). */
@@ -44,22 +44,24 @@ export interface ChaosProfile {
 
 export const SHORT_PROFILE: ChaosProfile = {
   seconds: 60,
-  kills: 40,
-  minAgeMs: 8000,
+  kills: 30,
+  minUpMs: 3000,
   clients: 12,
   maxOperations: 600,
   seed: 19,
-  drainSeconds: 90,
+  // Longer than the payout sweep's re-drive of an open payout untouched for 120 s (a payout job BullMQ
+  // gave up on after its worker was killed twice while holding it is picked up again only then).
+  drainSeconds: 180,
 };
 
 export const LONG_PROFILE: ChaosProfile = {
   seconds: 300,
   kills: 150,
-  minAgeMs: 8000,
+  minUpMs: 3000,
   clients: 16,
   maxOperations: 5000,
   seed: 1919,
-  drainSeconds: 180,
+  drainSeconds: 240,
 };
 
 const OP_WEIGHTS: Record<OpKind, number> = {
@@ -113,7 +115,8 @@ export async function runChaos(
       REDIS_URL: cluster.redis.url,
       QUEUE_PREFIX: queuePrefix,
       HOST: "127.0.0.1",
-      LOG_LEVEL: "warn",
+      // info: the supervisor learns from "api listening" / "workers started" that a process is up.
+      LOG_LEVEL: "info",
       NODE_ENV: "production",
       CHAIN_RPC_URL: chain.rpcUrl,
       CHAIN_ID: String(chain.chainId),
@@ -135,6 +138,8 @@ export async function runChaos(
       SHUTDOWN_GRACE_MS: "2000",
       // Workers reach the first-party echo provider through a web process.
       FIRST_PARTY_BASE_URL: `http://127.0.0.1:${ports[0]}`,
+      // The recovery sweep of the executions workers (shared/routing/recovery.ts), often.
+      EXECUTIONS_RECOVERY_INTERVAL_MS: "2000",
     };
     stamp("cluster and chain");
     await runOnce("dist/shared/db/migrate-cli.js", ["latest"], env);
@@ -162,7 +167,7 @@ export async function runChaos(
     });
     stamp("migrations");
     const baseUrls = ports.map((p) => `http://127.0.0.1:${p}`);
-    const client = new ChaosClient(baseUrls, random, 60_000);
+    const client = new ChaosClient(baseUrls, random, 120_000);
     await untilHealthy(baseUrls, supervisor);
 
     stamp("processes healthy");
@@ -206,7 +211,7 @@ export async function runChaos(
       random,
       until,
       kills: profile.kills,
-      minAgeMs: profile.minAgeMs,
+      minUpMs: profile.minUpMs,
       log,
     });
     faultsDone = true;

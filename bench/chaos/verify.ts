@@ -81,6 +81,15 @@ export async function findLost(db: Knex, records: OpRecord[]): Promise<Findings[
   const deposits = new Map<string, string>();
   for (const row of await db("deposits").whereIn("id", depositIds).select("id", "status"))
     deposits.set(row.id, row.status);
+  // Payouts are the platform's own operations: one still open after the drain is lost too.
+  for (const p of await db("payouts")
+    .whereIn("status", ["pending", "submitted"])
+    .select("id", "status", "waiting_reason"))
+    lost.push({
+      kind: "payout",
+      key: p.id,
+      detail: `payout ${p.status} (${p.waiting_reason ?? "no reason"})`,
+    });
   for (const r of records) {
     if (r.answer === "unanswered") {
       lost.push({
@@ -198,18 +207,23 @@ export async function findDoublePayouts(
 ): Promise<Findings["doublePayouts"]> {
   const found: Findings["doublePayouts"] = [];
   for (const seller of world.sellers) {
-    const confirmed = await db("payouts")
-      .where({ seller_id: seller.agentId, status: "confirmed" })
-      .select("amount_micros");
-    const paid = confirmed.reduce(
-      (sum: bigint, p: { amount_micros: string }) => sum + BigInt(p.amount_micros),
-      0n,
-    );
+    // A payout whose transfer was signed may be on chain; the chain must show no more than those. A payout
+    // still open after a drain that ran out of time is reported as lost, not here.
+    const payouts: { status: string; amount_micros: string; signed: boolean }[] = await db("payouts as p")
+      .leftJoin("chain_transactions as t", (j) =>
+        j.on("t.subject_id", "=", db.raw("p.id::text")).andOn("t.purpose", "=", db.raw("'payout'")),
+      )
+      .where("p.seller_id", seller.agentId)
+      .select("p.status", "p.amount_micros", db.raw("t.id is not null as signed"));
+    const sum = (rows: typeof payouts) => rows.reduce((s, p) => s + BigInt(p.amount_micros), 0n);
+    const signed = payouts.filter((p) => p.signed);
+    const confirmed = payouts.filter((p) => p.status === "confirmed");
+    const open = payouts.some((p) => p.status === "pending" || p.status === "submitted");
     const received = await balanceOf(chain, seller.wallet);
-    if (received !== paid)
+    if (received > sum(signed) || (!open && received !== sum(confirmed)))
       found.push({
         subject: `seller ${seller.agentId}`,
-        detail: `received ${received} µUSDC on chain, confirmed payouts total ${paid}`,
+        detail: `received ${received} µUSDC on chain; confirmed payouts total ${sum(confirmed)}, signed ${sum(signed)}`,
       });
     const transfers = await chain.publicClient.getLogs({
       address: chain.tokenAddress,
@@ -217,10 +231,10 @@ export async function findDoublePayouts(
       args: { from: platform, to: seller.wallet },
       fromBlock: 0n,
     });
-    if (transfers.length !== confirmed.length)
+    if (transfers.length > signed.length)
       found.push({
         subject: `seller ${seller.agentId}`,
-        detail: `${transfers.length} transfers for ${confirmed.length} confirmed payouts`,
+        detail: `${transfers.length} transfers on chain for ${signed.length} signed payouts`,
       });
   }
   const twice = await db("chain_transactions")

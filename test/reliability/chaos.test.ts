@@ -36,4 +36,4 @@ it("loses nothing, charges and pays out once, and keeps every invariant under ki
   expect(summary.doublePayouts, text).toBe(0);
   expect(summary.violations, `${text}\n${log.join("\n")}`).toBe(0);
   expect(result.stillOpen, text).toEqual({});
-}, 300_000);
+}, 480_000);
