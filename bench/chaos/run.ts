@@ -56,7 +56,7 @@ export const SHORT_PROFILE: ChaosProfile = {
 
 export const LONG_PROFILE: ChaosProfile = {
   seconds: 300,
-  kills: 150,
+  kills: 120,
   minUpMs: 3000,
   clients: 16,
   maxOperations: 5000,
