@@ -68,6 +68,7 @@ export interface Config {
   payoutSweepIntervalMs: number;
   payoutPauseAfterSignMs: number;
   executionsRecoveryIntervalMs: number;
+  settlementRecoveryIntervalMs: number;
   keylessRequestsPerMinute: number;
   discoveryCacheSeconds: number;
 }
@@ -556,6 +557,11 @@ export const SETTINGS = {
     "EXECUTIONS_RECOVERY_INTERVAL_MS",
     30000,
     "how often each executions worker ends invocations whose job the queue gave up on (or lost) without ending them; 0 disables it",
+  ),
+  settlementRecoveryIntervalMs: intervalOrOff(
+    "SETTLEMENT_RECOVERY_INTERVAL_MS",
+    30000,
+    "how often each settlement-confirmations worker re-drives x402 settlements whose job the queue gave up on (or lost); 0 disables it",
   ),
   payoutPauseAfterSignMs: int(
     "PAYOUT_PAUSE_AFTER_SIGN_MS",

@@ -9,7 +9,11 @@ import {
 } from "../shared/money/index.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
-import { processX402Settlement, type X402SettlementOutcome } from "../shared/x402/index.js";
+import {
+  processX402Settlement,
+  redriveX402Settlements,
+  type X402SettlementOutcome,
+} from "../shared/x402/index.js";
 import { payloadValidator } from "./payload.js";
 
 /**
@@ -71,5 +75,14 @@ export function startSettlementConfirmationsWorker(): Worker {
     logger()[final ? "error" : "warn"]({ err, job_id: job.id, final }, "settlement confirmation job failed");
   });
   worker.on("error", (err) => logger().error({ err }, "settlement-confirmations worker error"));
+  // Nothing else drives an x402 payment to the chain: one whose job the queue failed for good (a worker
+  // killed twice while holding it) is re-driven here (shared/x402/payments.ts).
+  if (config.settlementRecoveryIntervalMs > 0) {
+    const timer = setInterval(() => {
+      redriveX402Settlements().catch((err) => logger().error({ err }, "settlement recovery sweep failed"));
+    }, config.settlementRecoveryIntervalMs);
+    timer.unref();
+    worker.on("closing", () => clearInterval(timer));
+  }
   return worker;
 }

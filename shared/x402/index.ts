@@ -18,7 +18,7 @@ export { purgeStaleQuotes } from "./challenge.js";
 export { executeQuote, invokeListing } from "./gateway.js";
 export { paymentNetworkRecord } from "./info.js";
 export { canonicalJson, parseWwwAuthenticate } from "./mpp.js";
-export { x402EdgeSettlement } from "./payments.js";
+export { redriveX402Settlements, x402EdgeSettlement } from "./payments.js";
 export {
   InvocationParams,
   ListingParams,

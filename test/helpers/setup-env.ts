@@ -26,4 +26,5 @@ Object.assign(process.env, {
   PAYOUT_SWEEP_INTERVAL_MS: "0",
   // Nor the executions recovery sweep: other files' open invocations have their jobs under other prefixes.
   EXECUTIONS_RECOVERY_INTERVAL_MS: "0",
+  SETTLEMENT_RECOVERY_INTERVAL_MS: "0",
 });
