@@ -174,13 +174,16 @@ function record(
     };
   }
   if (subject) return { kind, key, attempts, answer: "accepted", status: answer.status, subject };
+  // A refusal names its code, and for "no eligible listing" why the listing was excluded (e.g. circuit_open).
+  const error = answer.body?.error;
+  const excluded = error?.details?.excluded?.[0]?.reason;
   return {
     kind,
     key,
     attempts,
     answer: "refused",
     status: answer.status,
-    code: answer.body?.error?.code ?? String(answer.status),
+    code: `${error?.code ?? answer.status}${excluded ? ` (${excluded})` : ""}`,
   };
 }
 

@@ -138,8 +138,9 @@ export async function runChaos(
       SHUTDOWN_GRACE_MS: "2000",
       // Workers reach the first-party echo provider through a web process.
       FIRST_PARTY_BASE_URL: `http://127.0.0.1:${ports[0]}`,
-      // The recovery sweep of the executions workers (shared/routing/recovery.ts), often.
+      // The recovery sweeps of the executions and settlement workers, often.
       EXECUTIONS_RECOVERY_INTERVAL_MS: "2000",
+      SETTLEMENT_RECOVERY_INTERVAL_MS: "2000",
     };
     stamp("cluster and chain");
     await runOnce("dist/shared/db/migrate-cli.js", ["latest"], env);
