@@ -561,7 +561,7 @@ export const SETTINGS = {
   settlementRecoveryIntervalMs: intervalOrOff(
     "SETTLEMENT_RECOVERY_INTERVAL_MS",
     30000,
-    "how often each settlement-confirmations worker re-drives x402 settlements whose job the queue gave up on (or lost); 0 disables it",
+    "how often each settlement-confirmations worker re-drives x402 settlements and deposits whose job the queue gave up on (or lost); 0 disables it",
   ),
   payoutPauseAfterSignMs: int(
     "PAYOUT_PAUSE_AFTER_SIGN_MS",

@@ -6,6 +6,7 @@ import {
   confirmPayout,
   type DepositOutcome,
   type PayoutConfirmationOutcome,
+  redriveDeposits,
 } from "../shared/money/index.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
@@ -75,11 +76,13 @@ export function startSettlementConfirmationsWorker(): Worker {
     logger()[final ? "error" : "warn"]({ err, job_id: job.id, final }, "settlement confirmation job failed");
   });
   worker.on("error", (err) => logger().error({ err }, "settlement-confirmations worker error"));
-  // Nothing else drives an x402 payment to the chain: one whose job the queue failed for good (a worker
-  // killed twice while holding it) is re-driven here (shared/x402/payments.ts).
+  // Nothing else drives an x402 payment to the chain, or credits a deposit its payer does not verify
+  // again: one whose job the queue failed for good (a worker killed twice while holding it) is re-driven.
   if (config.settlementRecoveryIntervalMs > 0) {
     const timer = setInterval(() => {
-      redriveX402Settlements().catch((err) => logger().error({ err }, "settlement recovery sweep failed"));
+      Promise.all([redriveX402Settlements(), redriveDeposits()]).catch((err) =>
+        logger().error({ err }, "settlement recovery sweep failed"),
+      );
     }, config.settlementRecoveryIntervalMs);
     timer.unref();
     worker.on("closing", () => clearInterval(timer));
