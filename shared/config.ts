@@ -67,6 +67,8 @@ export interface Config {
   payoutThresholdMicros: bigint;
   payoutSweepIntervalMs: number;
   payoutPauseAfterSignMs: number;
+  executionsRecoveryIntervalMs: number;
+  settlementRecoveryIntervalMs: number;
   keylessRequestsPerMinute: number;
   discoveryCacheSeconds: number;
   verificationMonitoringScheduler: boolean;
@@ -608,6 +610,16 @@ export const SETTINGS = {
     "PAYOUT_SWEEP_INTERVAL_MS",
     900000,
     "how often the payouts worker batches payable balances into payouts (the payout-sweep scheduler); 0 disables it",
+  ),
+  executionsRecoveryIntervalMs: intervalOrOff(
+    "EXECUTIONS_RECOVERY_INTERVAL_MS",
+    30000,
+    "how often each executions worker ends invocations whose job the queue gave up on (or lost) without ending them; 0 disables it",
+  ),
+  settlementRecoveryIntervalMs: intervalOrOff(
+    "SETTLEMENT_RECOVERY_INTERVAL_MS",
+    30000,
+    "how often each settlement-confirmations worker re-drives x402 settlements and deposits whose job the queue gave up on (or lost); 0 disables it",
   ),
   payoutPauseAfterSignMs: int(
     "PAYOUT_PAUSE_AFTER_SIGN_MS",

@@ -1,6 +1,6 @@
 import { SpanKind } from "@opentelemetry/api";
 import { type Static, type TObject, Type } from "@sinclair/typebox";
-import { type Job, type JobsOptions, Queue, QueueEvents } from "bullmq";
+import { Job, type JobsOptions, Queue, QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import { getConfig } from "./config.js";
 import { inSpan, jobMeta } from "./observability/tracing.js";
@@ -130,6 +130,27 @@ export async function enqueue<Q extends QueueName>(
       return getQueue(name).add(name, meta ? { ...payload, meta } : payload, { jobId });
     },
   );
+}
+
+/**
+ * Sends again the job of a row that is still open although its queue gave up on the job (failed for good:
+ * attempts spent, or stalled more than BullMQ allows) or lost it; leaves a live or completed job alone.
+ * True when it sent it. Recovery sweeps call it: a worker's own handling of a job that failed for good
+ * runs after the job is failed in Redis, and a worker killed in between leaves nothing to drive the row.
+ */
+export async function redriveJob<Q extends QueueName>(
+  name: Q,
+  jobId: string,
+  payload: QueuePayload<Q>,
+): Promise<boolean> {
+  const job = await Job.fromId(getQueue(name), jobId);
+  if (!job) {
+    await enqueue(name, jobId, payload);
+    return true;
+  }
+  if (!(await job.isFailed())) return false;
+  await job.retry("failed");
+  return true;
 }
 
 /** Round trip to Redis on the producer connection (health). */

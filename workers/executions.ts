@@ -5,7 +5,13 @@ import { logger } from "../shared/log.js";
 import { tracedProcessor } from "../shared/observability/tracing.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
-import { failInvocation, RunInProgress, runInvocation } from "../shared/routing/index.js";
+import {
+  ABANDONED_BY_QUEUE,
+  failInvocation,
+  RunInProgress,
+  recoverOrphanedInvocations,
+  runInvocation,
+} from "../shared/routing/index.js";
 import { x402EdgeSettlement } from "../shared/x402/index.js";
 import { payloadValidator } from "./payload.js";
 
@@ -49,13 +55,22 @@ export function startExecutionsWorker(): Worker {
     logger().warn({ err, job_id: job.id, final }, "execution job failed");
     const invocationId = job.data?.invocation_id;
     if (final && typeof invocationId === "string" && isUuid(invocationId)) {
-      failInvocation(
-        invocationId,
-        { code: "INTERNAL_ERROR", message: "the execution could not be completed" },
-        x402EdgeSettlement,
-      ).catch((e) => logger().error({ err: e, job_id: job.id }, "could not mark invocation failed"));
+      failInvocation(invocationId, ABANDONED_BY_QUEUE, x402EdgeSettlement).catch((e) =>
+        logger().error({ err: e, job_id: job.id }, "could not mark invocation failed"),
+      );
     }
   });
   worker.on("error", (err) => logger().error({ err }, "executions worker error"));
+  // The handler above runs after the job is failed in Redis: a process killed in between leaves the
+  // invocation open, and this sweep ends it (shared/routing/recovery.ts).
+  if (config.executionsRecoveryIntervalMs > 0) {
+    const timer = setInterval(() => {
+      recoverOrphanedInvocations(x402EdgeSettlement).catch((err) =>
+        logger().error({ err }, "executions recovery sweep failed"),
+      );
+    }, config.executionsRecoveryIntervalMs);
+    timer.unref();
+    worker.on("closing", () => clearInterval(timer));
+  }
   return worker;
 }

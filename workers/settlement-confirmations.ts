@@ -6,11 +6,16 @@ import {
   confirmPayout,
   type DepositOutcome,
   type PayoutConfirmationOutcome,
+  redriveDeposits,
 } from "../shared/money/index.js";
 import { tracedProcessor } from "../shared/observability/tracing.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
 import { createRedis } from "../shared/redis.js";
-import { processX402Settlement, type X402SettlementOutcome } from "../shared/x402/index.js";
+import {
+  processX402Settlement,
+  redriveX402Settlements,
+  type X402SettlementOutcome,
+} from "../shared/x402/index.js";
 import { payloadValidator } from "./payload.js";
 
 /**
@@ -72,5 +77,16 @@ export function startSettlementConfirmationsWorker(): Worker {
     logger()[final ? "error" : "warn"]({ err, job_id: job.id, final }, "settlement confirmation job failed");
   });
   worker.on("error", (err) => logger().error({ err }, "settlement-confirmations worker error"));
+  // Nothing else drives an x402 payment to the chain, or credits a deposit its payer does not verify
+  // again: one whose job the queue failed for good (a worker killed twice while holding it) is re-driven.
+  if (config.settlementRecoveryIntervalMs > 0) {
+    const timer = setInterval(() => {
+      Promise.all([redriveX402Settlements(), redriveDeposits()]).catch((err) =>
+        logger().error({ err }, "settlement recovery sweep failed"),
+      );
+    }, config.settlementRecoveryIntervalMs);
+    timer.unref();
+    worker.on("closing", () => clearInterval(timer));
+  }
   return worker;
 }

@@ -26,6 +26,7 @@ export {
   depositStatus,
   MAX_PURCHASE_MICROS,
   MIN_PURCHASE_MICROS,
+  redriveDeposits,
   verifyDeposit,
 } from "./deposits/deposits.js";
 export type { EvidenceRow, NewEvidence } from "./evidence/store.js";

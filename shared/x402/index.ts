@@ -19,7 +19,7 @@ export { failedOrStuckSettlements, recheckSettlement } from "./console.js";
 export { executeQuote, invokeListing } from "./gateway.js";
 export { paymentNetworkRecord } from "./info.js";
 export { canonicalJson, parseWwwAuthenticate } from "./mpp.js";
-export { x402EdgeSettlement } from "./payments.js";
+export { redriveX402Settlements, x402EdgeSettlement } from "./payments.js";
 export {
   InvocationParams,
   ListingParams,

@@ -4,12 +4,13 @@ import { db } from "../db/knex.js";
 import { logger } from "../log.js";
 import { appendEvidence, type NewEvidence } from "../money/index.js";
 import { markJobSent } from "../outbox/index.js";
-import { enqueue, getQueue, getQueueEvents } from "../queues.js";
+import { enqueue, getQueue, getQueueEvents, redriveJob } from "../queues.js";
 import type { EdgeSettlement, InvocationError } from "../routing/index.js";
 import {
   findX402Payment,
   findX402PaymentByInvocation,
   insertSettlementJob,
+  listStaleSettlingPayments,
   moveX402Payment,
   type X402PaymentRow,
 } from "./store/payments.js";
@@ -119,6 +120,26 @@ export async function enqueueX402Settlement(paymentId: string): Promise<void> {
   } catch (err) {
     logger().warn({ err, payment_id: paymentId }, "settlement enqueue failed; the sweeper will send it");
   }
+}
+
+/** Payments untouched this long are checked by the recovery sweep. */
+const REDRIVE_AFTER_SECONDS = 30;
+const REDRIVE_BATCH = 100;
+
+/**
+ * The settlement-confirmations recovery sweep's x402 part: a payment still settling or submitted whose
+ * settlement job the queue failed for good (its worker killed twice while holding it) or lost is driven
+ * again — otherwise it never settles and the seller is never paid for work done. Returns how many.
+ */
+export async function redriveX402Settlements(olderThanSeconds = REDRIVE_AFTER_SECONDS): Promise<number> {
+  let redriven = 0;
+  for (const id of await listStaleSettlingPayments(db(), olderThanSeconds, REDRIVE_BATCH)) {
+    if (await redriveJob("settlement-confirmations", id, { settlement_id: id })) {
+      redriven += 1;
+      logger().warn({ payment_id: id }, "x402 settlement job re-driven");
+    }
+  }
+  return redriven;
 }
 
 /** Waits (bounded) for a payment's settlement job, then reads the payment as it stands. */

@@ -24,4 +24,7 @@ Object.assign(process.env, {
   KEYLESS_REQUESTS_PER_MINUTE: "100000",
   // Likewise no payout-sweep scheduler: a sweep would pay out every other file's sellers.
   PAYOUT_SWEEP_INTERVAL_MS: "0",
+  // Nor the executions recovery sweep: other files' open invocations have their jobs under other prefixes.
+  EXECUTIONS_RECOVERY_INTERVAL_MS: "0",
+  SETTLEMENT_RECOVERY_INTERVAL_MS: "0",
 });

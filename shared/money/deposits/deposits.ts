@@ -8,7 +8,7 @@ import { isUuid } from "../../kernel/ids.js";
 import { formatUsdc, MICROS_PER_USDC, parseUsdc } from "../../kernel/money.js";
 import { logger } from "../../log.js";
 import { markJobSent } from "../../outbox/index.js";
-import { enqueue, getQueue } from "../../queues.js";
+import { enqueue, getQueue, redriveJob } from "../../queues.js";
 import { chainDescriptor, LOCAL_CHAIN_ID } from "../chain-descriptor.js";
 import { appendEvidence, listEvidence } from "../evidence/store.js";
 import { assertPaidExecutionEnabled } from "../gate/availability.js";
@@ -20,6 +20,7 @@ import {
   findDeposit,
   findDepositByTx,
   insertDeposit,
+  listStaleOpenDeposits,
   reopenNotFoundDeposit,
 } from "./store/deposits.js";
 
@@ -336,6 +337,26 @@ export async function recordDepositClaim(agentId: string, claim: DepositClaim): 
     const reopened = await reopenNotFoundDeposit(trx, existing.id, deadline);
     return { deposit: reopened ?? existing, created: false };
   });
+}
+
+/** Deposits untouched this long are checked by the recovery sweep. */
+const REDRIVE_AFTER_SECONDS = 30;
+const REDRIVE_BATCH = 100;
+
+/**
+ * The settlement-confirmations recovery sweep's deposit part: an open deposit whose confirmation job the
+ * queue failed for good (its worker killed twice while holding it) or lost is driven again, so a transfer
+ * that reached the platform is credited without the payer having to verify again. Returns how many.
+ */
+export async function redriveDeposits(olderThanSeconds = REDRIVE_AFTER_SECONDS): Promise<number> {
+  let redriven = 0;
+  for (const id of await listStaleOpenDeposits(db(), olderThanSeconds, REDRIVE_BATCH)) {
+    if (await redriveJob("settlement-confirmations", id, { deposit_id: id })) {
+      redriven += 1;
+      logger().warn({ deposit_id: id }, "deposit confirmation job re-driven");
+    }
+  }
+  return redriven;
 }
 
 /**

@@ -184,6 +184,30 @@ export async function finishInvocation(
   return row as FinishedInvocation | undefined;
 }
 
+/**
+ * Open invocations older than `olderThanSeconds` whose job was handed to the queue (their outbox row was
+ * sent, or they have none): each should be owned by a live job; recovery checks that it is.
+ */
+export async function listSentOpenInvocations(
+  q: Db,
+  olderThanSeconds: number,
+  limit: number,
+): Promise<string[]> {
+  const rows = await q("invocations as i")
+    .whereIn("i.status", ["queued", "running"])
+    .andWhere("i.created_at", "<", q.raw("now() - make_interval(secs => ?)", [olderThanSeconds]))
+    .whereNotExists(
+      q("job_outbox as o")
+        .where("o.queue", "executions")
+        .andWhere("o.job_id", q.raw("i.id::text"))
+        .whereNull("o.enqueued_at"),
+    )
+    .orderBy("i.created_at")
+    .limit(limit)
+    .select("i.id");
+  return rows.map((r: { id: string }) => r.id);
+}
+
 export async function listAttempts(q: Db, invocationId: string): Promise<AttemptRow[]> {
   return q<AttemptRow>("invocation_attempts").where({ invocation_id: invocationId }).orderBy("attempt_no");
 }

@@ -169,3 +169,14 @@ export async function insertSettlementJob(trx: Knex.Transaction, paymentId: stri
     .onConflict(["queue", "job_id"])
     .ignore();
 }
+
+/** Payments on their way to the chain (settling, submitted) not updated for `seconds`: recovery checks their job. */
+export async function listStaleSettlingPayments(q: Db, seconds: number, limit: number): Promise<string[]> {
+  const rows = await q("x402_payments")
+    .whereIn("status", ["settling", "submitted"])
+    .andWhere("updated_at", "<", q.raw("now() - make_interval(secs => ?)", [seconds]))
+    .orderBy("updated_at")
+    .limit(limit)
+    .select("id");
+  return rows.map((r: { id: string }) => r.id);
+}

@@ -236,3 +236,14 @@ export async function reopenNotFoundDeposit(
     .returning("*");
   return row ? toDeposit(row) : undefined;
 }
+
+/** Open deposits (pending, confirming) not updated for `seconds`: the recovery sweep checks their job. */
+export async function listStaleOpenDeposits(q: Db, seconds: number, limit: number): Promise<string[]> {
+  const rows = await q("deposits")
+    .whereIn("status", ["pending", "confirming"])
+    .andWhere("updated_at", "<", q.raw("now() - make_interval(secs => ?)", [seconds]))
+    .orderBy("updated_at")
+    .limit(limit)
+    .select("id");
+  return rows.map((r: { id: string }) => r.id);
+}

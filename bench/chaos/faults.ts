@@ -1,0 +1,86 @@
+import type { ChaosCluster } from "./cluster.js";
+import type { Supervisor } from "./processes.js";
+import type { Random } from "./random.js";
+
+// The fault schedule: SIGKILLs of random API and worker processes at random moments (each restarted by
+// the supervisor), one Redis restart and one PostgreSQL immediate-mode restart in the middle of the load.
+
+export const KILLABLE = ["web", "executions", "settlement-confirmations", "payouts"] as const;
+
+export interface FaultCounts {
+  /** SIGKILLs delivered, by Procfile process. */
+  kills: Record<string, number>;
+  redisRestarts: number;
+  postgresRestarts: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Runs the schedule until `until` (epoch ms); resolves with what was injected. `kills` is spread evenly,
+ * with jitter, so a process is killed while it starts, while it is idle and while it holds work.
+ */
+export async function injectFaults(opts: {
+  supervisor: Supervisor;
+  cluster: ChaosCluster;
+  random: Random;
+  until: number;
+  kills: number;
+  /** A process is killed only once it has been ready this long, so that it does some work between kills. */
+  minUpMs: number;
+  log: (m: string) => void;
+}): Promise<FaultCounts> {
+  const { supervisor, cluster, random, until, log } = opts;
+  const counts: FaultCounts = { kills: {}, redisRestarts: 0, postgresRestarts: 0 };
+  const start = Date.now();
+  const span = until - start;
+  const redisAt = start + span * 0.35;
+  const postgresAt = start + span * 0.65;
+  const gap = span / Math.max(1, opts.kills);
+  const names = supervisor.names(KILLABLE);
+  let delivered = 0;
+  // Kills not delivered by the end (processes still restarting) are delivered a little after it.
+  while (Date.now() < until || (delivered < opts.kills && Date.now() < until + 30_000)) {
+    if (counts.redisRestarts === 0 && Date.now() >= redisAt) {
+      log("fault: redis restart (SIGKILL, respawn on its append-only file)");
+      await cluster.redis.restart();
+      counts.redisRestarts += 1;
+    }
+    if (counts.postgresRestarts === 0 && Date.now() >= postgresAt) {
+      log("fault: PostgreSQL immediate-mode restart");
+      await cluster.postgres.restartImmediate();
+      counts.postgresRestarts += 1;
+    }
+    if (delivered < opts.kills) {
+      // A live process of a random name; a process still restarting is skipped for another.
+      for (const name of shuffled(names, random)) {
+        if (supervisor.kill(name, opts.minUpMs)) {
+          const kind = supervisor.kindOf(name);
+          counts.kills[kind] = (counts.kills[kind] ?? 0) + 1;
+          delivered += 1;
+          break;
+        }
+      }
+    }
+    await sleep(Math.max(20, gap * (0.3 + random.next() * 1.4)));
+  }
+  // Faults scheduled but not reached before the end (a short run) still happen, before the drain.
+  if (counts.redisRestarts === 0) {
+    await cluster.redis.restart();
+    counts.redisRestarts += 1;
+  }
+  if (counts.postgresRestarts === 0) {
+    await cluster.postgres.restartImmediate();
+    counts.postgresRestarts += 1;
+  }
+  return counts;
+}
+
+function shuffled<T>(items: readonly T[], random: Random): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = random.int(0, i);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
