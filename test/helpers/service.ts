@@ -2,8 +2,9 @@ import type { Server } from "node:http";
 import type { Worker } from "bullmq";
 import { HOUSEKEEPING } from "../../api/housekeeping.js";
 import { createHttpServer } from "../../api/http-server.js";
-import { getConfig } from "../../shared/config.js";
+import { getConfig, overrideConfig } from "../../shared/config.js";
 import { closeDb } from "../../shared/db/knex.js";
+import { freePort } from "../../shared/infra/free-port.js";
 import { startSweeper } from "../../shared/outbox/outbox.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
 import { startExecutionsWorker } from "../../workers/executions.js";
@@ -15,15 +16,41 @@ export interface TestService {
 }
 
 /**
+ * Listens on this file's PORT. The port was free when setup-env chose it, but it comes from the OS's
+ * ephemeral range, which outgoing connections also draw from: on a busy machine another socket may have
+ * taken it since. Then the file moves to a new free port (config first, so the echo listing's calls and
+ * every helper follow) instead of failing on EADDRINUSE.
+ */
+async function listenOnThisFilesPort(): Promise<Server> {
+  for (let attempt = 1; ; attempt++) {
+    const server = createHttpServer();
+    const error = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+      server.once("listening", () => resolve(undefined));
+      server.once("error", resolve);
+      server.listen(getConfig().port, "127.0.0.1");
+    });
+    if (!error) return server;
+    if (error.code !== "EADDRINUSE" || attempt >= 5) throw error;
+    const { port: old, firstPartyBaseUrl, publicBaseUrl } = getConfig();
+    const port = await freePort();
+    // The base URLs derived from the port (the echo listing's calls go to firstPartyBaseUrl) follow it.
+    overrideConfig({
+      port,
+      firstPartyBaseUrl: firstPartyBaseUrl.replace(`:${old}`, `:${port}`),
+      publicBaseUrl: publicBaseUrl.replace(`:${old}`, `:${port}`),
+    });
+  }
+}
+
+/**
  * The API on this file's port (so the worker reaches the first-party echo provider there), with an
  * executions worker and the outbox sweeper unless told otherwise.
  */
 export async function startService(
   options: { worker?: boolean; sweeper?: boolean } = {},
 ): Promise<TestService> {
+  const server = await listenOnThisFilesPort();
   const config = getConfig();
-  const server: Server = createHttpServer().listen(config.port, "127.0.0.1");
-  await new Promise<void>((resolve) => server.once("listening", resolve));
   const worker = options.worker === false ? undefined : startExecutionsWorker();
   await worker?.waitUntilReady();
   const sweeper = options.sweeper === false ? undefined : startSweeper(HOUSEKEEPING);
