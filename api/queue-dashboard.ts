@@ -7,6 +7,7 @@ import { AppError } from "../shared/errors.js";
 import { ADMIN_SESSION_COOKIE, authenticateAdmin, hasAdminSession } from "../shared/identity/index.js";
 import { QUEUE_NAMES } from "../shared/queue-names.js";
 import { getQueue } from "../shared/queues.js";
+import { isSameOrigin } from "./same-origin.js";
 
 // The queue dashboard (docs/operations.md "Queue dashboard"): bull-board at /admin/queues, for the
 // operator only — the admin key as a bearer token, or the /admin sign-in's session cookie (a browser).
@@ -37,9 +38,7 @@ function guard(ctx: Koa.Context): "ok" | "sign_in" {
   }
   if (!hasAdminSession(ctx.cookies.get(ADMIN_SESSION_COOKIE))) return "sign_in";
   if (ctx.method !== "GET" && ctx.method !== "HEAD") {
-    const site = ctx.get("sec-fetch-site");
-    const sameOrigin = site ? site === "same-origin" : ctx.get("origin") === `${ctx.protocol}://${ctx.host}`;
-    if (!sameOrigin)
+    if (!isSameOrigin(ctx))
       throw new AppError("UNAUTHORIZED", "dashboard actions are accepted from the dashboard only");
   }
   return "ok";
