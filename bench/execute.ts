@@ -1,17 +1,23 @@
-import os from "node:os";
 import { freePort } from "../shared/infra/free-port.js";
 import { runFallbackBench } from "./fallback.js";
 import {
+  echoScenarios,
   fixed,
-  type Infra,
-  type LoadSpec,
+  guardChildren,
+  log,
+  loud,
   type Measurement,
   measure,
-  postJson,
+  preflightEcho,
+  printMachine,
+  register,
+  reportFailures,
+  reportOutput,
   resolveInfra,
   type Service,
   startService,
   table,
+  tallySince,
   waitForHealth,
   warmUp,
 } from "./lib.js";
@@ -32,93 +38,8 @@ const WARM_UP_REQUESTS = 200;
 const HEALTH_TIMEOUT_MS = 60_000;
 const TARGET_OVERHEAD_MS = 3;
 const TARGET_EXECUTES_PER_S = 1000;
-const MESSAGE = "bench";
 
 let service: Service | undefined;
-
-function log(message = ""): void {
-  process.stdout.write(`${message}\n`);
-}
-
-function loud(message: string): void {
-  log(`!!!!! ${message}`);
-}
-
-/** Kills the child however the bench ends: normal exit, thrown error or Ctrl-C. */
-function guardChild(): void {
-  process.on("exit", () => service?.killNow());
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    process.once(signal, () => {
-      log(`\n${signal}: stopping the service`);
-      void (service?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
-    });
-  }
-}
-
-function printMachine(infra: Infra): void {
-  const cpus = os.cpus();
-  log("Machine");
-  log(`  cpus: ${cpus.length} × ${cpus[0]?.model.trim() ?? "unknown"}`);
-  log(`  memory: ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, ${os.platform()} ${os.release()}`);
-  log(`  node: ${process.version}`);
-  log(`  postgres: ${infra.postgres}`);
-  log(`  redis: ${infra.redis}`);
-  log(
-    `  EXECUTIONS_CONCURRENCY=${process.env.EXECUTIONS_CONCURRENCY ?? "default"}, ` +
-      `DATABASE_POOL_MAX=${process.env.DATABASE_POOL_MAX ?? "default"}`,
-  );
-  log(`  ${SECONDS} s per run, ${WARM_UP_REQUESTS} warm-up requests per scenario`);
-  log();
-}
-
-async function register(baseUrl: string): Promise<string> {
-  const res = await postJson(`${baseUrl}/api/quickstart`, { name: "bench-agent", intent: "buyer" });
-  if (res.status !== 201 || typeof res.json?.api_key !== "string") {
-    throw new Error(`POST /api/quickstart answered ${res.status}: ${JSON.stringify(res.json)}`);
-  }
-  return res.json.api_key;
-}
-
-/** One request of each kind before any load, so a broken path fails with its own error message. */
-async function preflight(direct: Omit<LoadSpec, "seconds">, execute: Omit<LoadSpec, "seconds">) {
-  for (const spec of [direct, execute]) {
-    const res = await postJson(spec.url, JSON.parse(spec.body), spec.headers);
-    const echoed = res.json?.output?.echo?.message;
-    if (res.status !== 200 || echoed !== MESSAGE) {
-      throw new Error(`${spec.scenario}: answered ${res.status}: ${JSON.stringify(res.json).slice(0, 600)}`);
-    }
-  }
-}
-
-function scenarios(baseUrl: string, apiKey: string) {
-  const json = { "content-type": "application/json" };
-  const direct = {
-    scenario: "direct POST /api/tools/echo",
-    url: `${baseUrl}/api/tools/echo`,
-    headers: json,
-    body: JSON.stringify({ input: { message: MESSAGE } }),
-    connections: 1,
-  };
-  const execute = {
-    scenario: "router POST /api/execute",
-    url: `${baseUrl}/api/execute`,
-    headers: { ...json, authorization: `Bearer ${apiKey}` },
-    body: JSON.stringify({ task: "echo", input: { message: MESSAGE } }),
-    connections: 1,
-  };
-  return { direct, execute };
-}
-
-function reportFailures(m: Measurement): boolean {
-  const bad = m.non2xx + m.other2xx + m.errors;
-  if (bad === 0) return false;
-  loud(
-    `${m.scenario} c=${m.connections}: ${m.non2xx} non-2xx, ${m.other2xx} non-200 2xx (e.g. 202 pending), ` +
-      `${m.errors} errors (${m.timeouts} timeouts); status codes ${JSON.stringify(m.statusCodes)}`,
-  );
-  for (const sample of m.errorSamples) loud(`  error: ${sample}`);
-  return true;
-}
 
 function printResults(results: Measurement[]): void {
   log("Results (latency and throughput count 200 answers only)");
@@ -212,8 +133,8 @@ function printRatios(results: Measurement[], direct: string, execute: string): v
 
 /** The echo measurements: direct against routed, at 1 and 32 connections. */
 async function measureEcho(svc: Service, apiKey: string): Promise<void> {
-  const { direct, execute } = scenarios(svc.baseUrl, apiKey);
-  await preflight(direct, execute);
+  const { direct, execute } = echoScenarios(svc.baseUrl, apiKey);
+  await preflightEcho([direct, execute]);
   for (const spec of [direct, execute]) await warmUp({ ...spec, connections: 4 }, WARM_UP_REQUESTS);
 
   const results: Measurement[] = [];
@@ -225,7 +146,7 @@ async function measureEcho(svc: Service, apiKey: string): Promise<void> {
   }
   log();
   printResults(results);
-  const failed = results.map(reportFailures).some(Boolean);
+  const failed = results.map((m) => reportFailures(m)).some(Boolean);
   if (failed) {
     loud("THIS BENCHMARK SAW ERRORS: the numbers above do not describe a healthy service.");
     log();
@@ -237,7 +158,7 @@ async function measureEcho(svc: Service, apiKey: string): Promise<void> {
 async function run(): Promise<void> {
   if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
   const infra = await resolveInfra();
-  printMachine(infra);
+  printMachine(infra, [`${SECONDS} s per run, ${WARM_UP_REQUESTS} warm-up requests per scenario`]);
   // Loopback sellers of the fallback scenario must be callable: the public-address rule would refuse them.
   service = startService(await freePort(), { ...infra.env, OUTBOUND_ALLOWLIST: "127.0.0.1" });
   log(`starting the service (pid ${service.pid}) on ${service.baseUrl}…`);
@@ -257,29 +178,11 @@ async function run(): Promise<void> {
       "one fallback: skipped, it inserts listings into the service's database and the embedded one's " +
         "address is not known to the bench (set BENCH_DATABASE_URL or run PostgreSQL on 127.0.0.1:5432)",
     );
-  reportServiceOutput(service, linesBefore);
-}
-
-/**
- * The service logs at warn, so anything it printed during the runs deserves to be seen. Repeated
- * lines are counted rather than printed again.
- */
-function reportServiceOutput(svc: Service, linesBefore: number): void {
-  const during = svc.lineCount() - linesBefore;
-  if (during === 0) return;
-  const counts = new Map<string, number>();
-  for (const line of svc.lines().slice(-during)) {
-    const text = line.replace(/^\(node:\d+\) /, "").slice(0, 400);
-    counts.set(text, (counts.get(text) ?? 0) + 1);
-  }
-  log();
-  loud(`the service logged ${during} warning/error line(s) during the runs (distinct, most frequent first):`);
-  const distinct = [...counts].sort((a, b) => b[1] - a[1]).slice(0, 10);
-  for (const [text, n] of distinct) log(`  ${n}× ${text}`);
+  reportOutput("the service", tallySince(service, linesBefore));
 }
 
 async function main(): Promise<void> {
-  guardChild();
+  guardChildren(() => (service ? [service] : []));
   try {
     await run();
   } catch (error) {

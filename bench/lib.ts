@@ -4,6 +4,7 @@
  * benchmarks; each concern lives in bench/lib/.
  */
 export * from "./lib/cpu.js";
+export * from "./lib/echo.js";
 export * from "./lib/infra.js";
 export * from "./lib/load.js";
 export * from "./lib/output.js";

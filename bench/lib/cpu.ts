@@ -65,50 +65,87 @@ export interface CpuUse {
   machineBusyPct: number;
 }
 
-export interface CpuMeter {
-  stop(): CpuUse;
+/** CPU used during a run by named groups of processes (e.g. every web process), in cores. */
+export interface GroupCpuUse<G extends string> {
+  groups: Record<G, { cores: number; sysCores: number }>;
+  postgres: number;
+  redis: number;
+  bench: number;
+  other: number;
+  busiestOthers: { comm: string; cores: number }[];
+  machineBusyPct: number;
 }
 
-export function startCpuMeter(servicePid: number): CpuMeter {
+export interface CpuMeter<T = CpuUse> {
+  stop(): T;
+}
+
+/**
+ * Meters the processes of each group by pid (a group's cores are the sum over its pids), besides
+ * PostgreSQL and Redis (by process name), this bench process and everything else on the machine.
+ */
+export function startGroupCpuMeter<G extends string>(
+  groups: Record<G, readonly number[]>,
+): CpuMeter<GroupCpuUse<G>> {
   const started = performance.now();
   const before = readProcs();
   const machineBefore = machineTimes();
+  const groupOf = new Map<number, G>();
+  for (const [group, pids] of Object.entries(groups) as [G, readonly number[]][])
+    for (const pid of pids) groupOf.set(pid, group);
   return {
     stop() {
       const seconds = (performance.now() - started) / 1000;
       const after = readProcs();
       const machineAfter = machineTimes();
       const cores = (ticks: number) => ticks / CLK_TCK / seconds;
-      const use = { service: 0, serviceSys: 0, postgres: 0, redis: 0, bench: 0 };
+      const used = Object.fromEntries(
+        Object.keys(groups).map((g) => [g, { cores: 0, sysCores: 0 }]),
+      ) as GroupCpuUse<G>["groups"];
+      const use = { postgres: 0, redis: 0, bench: 0 };
       const others = new Map<string, number>();
       for (const [pid, now] of after) {
         const prior = before.get(pid);
         // A pid seen for the first time started during the run: all its time belongs to the run.
         const base = prior && prior.comm === now.comm ? prior : { user: 0, sys: 0 };
-        const used = cores(now.user - base.user + now.sys - base.sys);
-        if (pid === servicePid) {
-          use.service += used;
-          use.serviceSys += cores(now.sys - base.sys);
-        } else if (pid === process.pid) use.bench += used;
-        else if (now.comm === "postgres") use.postgres += used;
-        else if (now.comm.startsWith("redis-server")) use.redis += used;
-        else others.set(now.comm, (others.get(now.comm) ?? 0) + used);
+        const spent = cores(now.user - base.user + now.sys - base.sys);
+        const group = groupOf.get(pid);
+        if (group !== undefined) {
+          used[group].cores += spent;
+          used[group].sysCores += cores(now.sys - base.sys);
+        } else if (pid === process.pid) use.bench += spent;
+        else if (now.comm === "postgres") use.postgres += spent;
+        else if (now.comm.startsWith("redis-server")) use.redis += spent;
+        else others.set(now.comm, (others.get(now.comm) ?? 0) + spent);
       }
       const busy = machineAfter.busy - machineBefore.busy;
       const total = machineAfter.total - machineBefore.total;
       const busyCores = total > 0 ? (busy / total) * os.cpus().length : 0;
-      const accounted = use.service + use.postgres + use.redis + use.bench;
+      const grouped = Object.values<{ cores: number }>(used).reduce((sum, g) => sum + g.cores, 0);
+      const accounted = grouped + use.postgres + use.redis + use.bench;
       const busiestOthers = [...others]
-        .filter(([, cores]) => cores >= 0.05)
+        .filter(([, c]) => c >= 0.05)
         .sort((a, b) => b[1] - a[1])
         .slice(0, 3)
-        .map(([comm, cores]) => ({ comm, cores }));
+        .map(([comm, c]) => ({ comm, cores: c }));
       return {
+        groups: used,
         ...use,
         other: Math.max(0, busyCores - accounted),
         busiestOthers,
         machineBusyPct: total > 0 ? (100 * busy) / total : 0,
       };
+    },
+  };
+}
+
+/** The one-service meter: the service process against PostgreSQL, Redis, the bench and the rest. */
+export function startCpuMeter(servicePid: number): CpuMeter {
+  const meter = startGroupCpuMeter({ service: [servicePid] });
+  return {
+    stop() {
+      const { groups, ...rest } = meter.stop();
+      return { service: groups.service.cores, serviceSys: groups.service.sysCores, ...rest };
     },
   };
 }

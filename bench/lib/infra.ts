@@ -15,7 +15,7 @@ export interface Infra {
 }
 
 /** Connects as postgres to the local server and creates the bench database; false when none answers. */
-export async function ensureLocalDatabase(): Promise<boolean> {
+export async function ensureLocalDatabase(database = BENCH_DATABASE): Promise<boolean> {
   const client = new pg.Client({ ...LOCAL_PG, database: "postgres", connectionTimeoutMillis: 2000 });
   client.on("error", () => {});
   try {
@@ -24,8 +24,8 @@ export async function ensureLocalDatabase(): Promise<boolean> {
     return false;
   }
   try {
-    const found = await client.query("select 1 from pg_database where datname = $1", [BENCH_DATABASE]);
-    if (found.rowCount === 0) await client.query(`create database "${BENCH_DATABASE}"`);
+    const found = await client.query("select 1 from pg_database where datname = $1", [database]);
+    if (found.rowCount === 0) await client.query(`create database "${database}"`);
     return true;
   } finally {
     await client.end();
@@ -48,19 +48,36 @@ export function redisAnswers(host: string, port: number, timeoutMs = 1000): Prom
 }
 
 /**
+ * Where a benchmark's rows and jobs go on the machine's servers. A benchmark that may run while another
+ * one does (they share the machine's PostgreSQL and Redis) takes its own database and queue prefix:
+ * with a shared prefix, one bench's workers would take the other's jobs.
+ */
+export interface BenchPlace {
+  /** The database created on the local PostgreSQL (BENCH_DATABASE_URL, when set, wins). */
+  database: string;
+  /** The BullMQ key prefix on a shared Redis. */
+  queuePrefix: string;
+}
+
+const DEFAULT_PLACE: BenchPlace = { database: BENCH_DATABASE, queuePrefix: BENCH_QUEUE_PREFIX };
+
+/**
  * BENCH_* URLs win; then a PostgreSQL / Redis on their default local ports; else nothing, and the
  * service starts its embedded ones (slower to start, but the bench still runs anywhere).
  */
-export async function resolveInfra(env: NodeJS.ProcessEnv = process.env): Promise<Infra> {
+export async function resolveInfra(
+  env: NodeJS.ProcessEnv = process.env,
+  place: BenchPlace = DEFAULT_PLACE,
+): Promise<Infra> {
   const out: Record<string, string> = {};
   let postgres = "embedded (started by the service)";
   let redis = "local redis-server child (started by the service)";
   if (env.BENCH_DATABASE_URL) {
     out.DATABASE_URL = env.BENCH_DATABASE_URL;
     postgres = "BENCH_DATABASE_URL";
-  } else if (await ensureLocalDatabase()) {
-    out.DATABASE_URL = `postgres://postgres@127.0.0.1:5432/${BENCH_DATABASE}`;
-    postgres = `127.0.0.1:5432/${BENCH_DATABASE}`;
+  } else if (await ensureLocalDatabase(place.database)) {
+    out.DATABASE_URL = `postgres://postgres@127.0.0.1:5432/${place.database}`;
+    postgres = `127.0.0.1:5432/${place.database}`;
   } else {
     // Keep bench rows out of the developer's own `npm start` data directory.
     out.EMBEDDED_DATA_DIR = env.EMBEDDED_DATA_DIR ?? ".data/bench";
@@ -74,8 +91,8 @@ export async function resolveInfra(env: NodeJS.ProcessEnv = process.env): Promis
   }
   // A shared Redis must not mix bench jobs with anyone else's queues.
   if (out.REDIS_URL) {
-    out.QUEUE_PREFIX = BENCH_QUEUE_PREFIX;
-    redis += `, QUEUE_PREFIX=${BENCH_QUEUE_PREFIX}`;
+    out.QUEUE_PREFIX = place.queuePrefix;
+    redis += `, QUEUE_PREFIX=${place.queuePrefix}`;
   }
   return { env: out, postgres, redis };
 }

@@ -12,7 +12,8 @@ export interface LoadSpec {
   seconds: number;
 }
 
-export interface Measurement {
+/** What one load run (or several run side by side) produced; Measurement adds the CPU meter's reading. */
+export interface LoadResult {
   scenario: string;
   connections: number;
   p50Ms: number;
@@ -27,6 +28,9 @@ export interface Measurement {
   statusCodes: Record<string, number>;
   errorSamples: string[];
   durationS: number;
+}
+
+export interface Measurement extends LoadResult {
   cpu: CpuUse;
 }
 
@@ -61,46 +65,68 @@ export function runAutocannon(
  * answers count towards latency and throughput: a fast error must not look like a fast success.
  */
 export async function measure(spec: LoadSpec, servicePid: number): Promise<Measurement> {
+  const meter = startCpuMeter(servicePid);
+  const result = await measureAcross([spec]);
+  return { ...result, cpu: meter.stop() };
+}
+
+/**
+ * Runs several specs at the same time (e.g. one per API process, without a load balancer whose own
+ * cost would be measured) and merges them: summed connections and throughput, latencies pooled before
+ * the percentiles are taken. `onResponse` sees every answer as it comes (a soak counts them per interval).
+ */
+export async function measureAcross(
+  specs: readonly LoadSpec[],
+  onResponse: (status: number, ms: number) => void = () => {},
+): Promise<LoadResult> {
+  if (specs.length === 0) throw new Error("measureAcross needs at least one spec");
   const latencies: number[] = [];
   const errorSamples = new Set<string>();
-  const meter = startCpuMeter(servicePid);
-  const result = await runAutocannon(
-    {
-      url: spec.url,
-      method: "POST",
-      headers: spec.headers,
-      body: spec.body,
-      connections: spec.connections,
-      duration: spec.seconds,
-    },
-    (status, ms) => {
-      if (status === 200) latencies.push(ms);
-    },
-    (err) => {
-      if (errorSamples.size < 5) errorSamples.add(String((err as Error)?.message ?? err));
-    },
+  const results = await Promise.all(
+    specs.map((spec) =>
+      runAutocannon(
+        {
+          url: spec.url,
+          method: "POST",
+          headers: spec.headers,
+          body: spec.body,
+          connections: spec.connections,
+          duration: spec.seconds,
+        },
+        (status, ms) => {
+          if (status === 200) latencies.push(ms);
+          onResponse(status, ms);
+        },
+        (err) => {
+          if (errorSamples.size < 5) errorSamples.add(String((err as Error)?.message ?? err));
+        },
+      ),
+    ),
   );
-  const cpu = meter.stop();
   const sorted = Float64Array.from(latencies).sort();
-  const statusCodes = statusCounts(result);
+  const statusCodes: Record<string, number> = {};
+  for (const result of results)
+    for (const [code, n] of Object.entries(statusCounts(result)))
+      statusCodes[code] = (statusCodes[code] ?? 0) + n;
   const other2xx = Object.entries(statusCodes)
     .filter(([code]) => code !== "200" && code.startsWith("2"))
     .reduce((sum, [, n]) => sum + n, 0);
+  const sum = (f: (r: autocannon.Result) => number) => results.reduce((total, r) => total + f(r), 0);
+  const durationS = Math.max(...results.map((r) => r.duration));
   return {
-    scenario: spec.scenario,
-    connections: spec.connections,
+    scenario: specs[0]!.scenario,
+    connections: specs.reduce((total, spec) => total + spec.connections, 0),
     p50Ms: percentile(sorted, 50),
     p99Ms: percentile(sorted, 99),
-    okPerSecond: latencies.length / result.duration,
+    okPerSecond: latencies.length / durationS,
     ok: latencies.length,
     other2xx,
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts,
+    non2xx: sum((r) => r.non2xx),
+    errors: sum((r) => r.errors),
+    timeouts: sum((r) => r.timeouts),
     statusCodes,
     errorSamples: [...errorSamples],
-    durationS: result.duration,
-    cpu,
+    durationS,
   };
 }
 

@@ -1,8 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { isAbsolute, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { LineTally } from "./output.js";
 
-// The service under test: the all-in-one process started as a child, with its health awaited.
+// The service under test: the all-in-one process, or the Procfile's processes, started as children
+// with their health awaited.
 
 const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const ALL_IN_ONE = fileURLToPath(new URL("../../api/all-in-one.js", import.meta.url));
@@ -19,6 +22,8 @@ export const OVERRIDDEN = [
   "PUBLIC_BASE_URL",
   "FIRST_PARTY_BASE_URL",
   "LOG_LEVEL",
+  // Several worker copies on one machine would all try to bind the same metrics port.
+  "WORKER_METRICS_PORT",
 ];
 
 export interface Service {
@@ -36,12 +41,39 @@ export interface Service {
 
 export const TAIL_LINES = 200;
 
-export function startService(port: number, extraEnv: Record<string, string>): Service {
+/** A compiled entry point of this repository started as a bench child. */
+export interface ChildSpec {
+  /** The script under dist/, relative to the repository root (e.g. "dist/api/main.js"). */
+  script: string;
+  args?: string[];
+  /** Where its HTTP API listens, if it has one (baseUrl is empty otherwise). */
+  port?: number;
+  /** Merged over the bench's environment, after the OVERRIDDEN variables are removed. */
+  env: Record<string, string>;
+  /** Sees every line the child prints (stdout and stderr), e.g. to count warnings over a long run. */
+  onLine?: (line: string) => void;
+}
+
+/** The all-in-one service (API and every worker in one process), the subject of most benchmarks. */
+export function startService(
+  port: number,
+  extraEnv: Record<string, string>,
+  onLine?: (line: string) => void,
+): Service {
+  return startChild({ script: ALL_IN_ONE, port, env: extraEnv, onLine });
+}
+
+/**
+ * Starts a child in its own process group (so that whatever it starts, e.g. an embedded PostgreSQL or
+ * redis-server, can be killed with it), bound to 127.0.0.1 and logging at warn.
+ */
+export function startChild(spec: ChildSpec): Service {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of OVERRIDDEN) delete env[name];
-  Object.assign(env, extraEnv, { PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warn" });
-  // Own process group, so an embedded PostgreSQL / redis-server can be killed along with the service.
-  const child: ChildProcess = spawn(process.execPath, [ALL_IN_ONE], {
+  Object.assign(env, spec.env, { HOST: "127.0.0.1", LOG_LEVEL: "warn" });
+  if (spec.port !== undefined) env.PORT = String(spec.port);
+  const script = isAbsolute(spec.script) ? spec.script : join(REPO_ROOT, spec.script);
+  const child: ChildProcess = spawn(process.execPath, [script, ...(spec.args ?? [])], {
     cwd: REPO_ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -53,6 +85,7 @@ export function startService(port: number, extraEnv: Record<string, string>): Se
     lineCount += 1;
     lines.push(line);
     if (lines.length > TAIL_LINES) lines.shift();
+    spec.onLine?.(line);
   };
   for (const stream of [child.stdout, child.stderr])
     if (stream) createInterface({ input: stream }).on("line", keep);
@@ -78,7 +111,7 @@ export function startService(port: number, extraEnv: Record<string, string>): Se
     }
   };
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
+    baseUrl: spec.port === undefined ? "" : `http://127.0.0.1:${spec.port}`,
     pid,
     lines: () => lines,
     lineCount: () => lineCount,
@@ -132,4 +165,38 @@ export async function postJson(
     // Not JSON: keep the text for the error message.
   }
   return { status: res.status, json };
+}
+
+/** A fresh buyer agent and its API key (POST /api/quickstart). */
+export async function register(baseUrl: string): Promise<string> {
+  const res = await postJson(`${baseUrl}/api/quickstart`, { name: "bench-agent", intent: "buyer" });
+  if (res.status !== 201 || typeof res.json?.api_key !== "string") {
+    throw new Error(`POST /api/quickstart answered ${res.status}: ${JSON.stringify(res.json)}`);
+  }
+  return res.json.api_key;
+}
+
+/**
+ * Kills the children however the bench ends: normal exit, thrown error or Ctrl-C. `children` is read
+ * when it happens, so a bench may start and stop children as it goes.
+ */
+export function guardChildren(children: () => Iterable<Service>): void {
+  process.on("exit", () => {
+    for (const child of children()) child.killNow();
+  });
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      process.stdout.write(`\n${signal}: stopping the children\n`);
+      const stops = [...children()].map((child) => child.stop());
+      void Promise.all(stops).finally(() => process.exit(130));
+    });
+  }
+}
+
+/** Tallies a child's lines from now on (reportOutput prints the tally). */
+export function tallySince(child: Service, linesBefore: number): LineTally {
+  const tally = new LineTally();
+  const during = child.lineCount() - linesBefore;
+  for (const line of during > 0 ? child.lines().slice(-during) : []) tally.add(line);
+  return tally;
 }
