@@ -8,4 +8,5 @@ export * from "./lib/echo.js";
 export * from "./lib/infra.js";
 export * from "./lib/load.js";
 export * from "./lib/output.js";
+export * from "./lib/procfile.js";
 export * from "./lib/service.js";

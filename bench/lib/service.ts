@@ -34,6 +34,8 @@ export interface Service {
   /** How many lines it has printed in all (lines() keeps only the last ones). */
   lineCount(): number;
   hasExited(): boolean;
+  /** Resolves with the exit code (null when a signal ended it or it never started). */
+  whenExited(): Promise<number | null>;
   stop(): Promise<void>;
   /** Synchronous last resort for process "exit": kills the whole process group. */
   killNow(): void;
@@ -90,16 +92,16 @@ export function startChild(spec: ChildSpec): Service {
   for (const stream of [child.stdout, child.stderr])
     if (stream) createInterface({ input: stream }).on("line", keep);
   let exited = false;
-  const exit = new Promise<void>((resolve) => {
+  const exit = new Promise<number | null>((resolve) => {
     child.once("exit", (code, signal) => {
       exited = true;
       keep(`[bench] service exited (code ${code}, signal ${signal})`);
-      resolve();
+      resolve(code);
     });
     child.once("error", (err) => {
       exited = true;
       keep(`[bench] could not start the service: ${err.message}`);
-      resolve();
+      resolve(null);
     });
   });
   const pid = child.pid ?? -1;
@@ -116,6 +118,7 @@ export function startChild(spec: ChildSpec): Service {
     lines: () => lines,
     lineCount: () => lineCount,
     hasExited: () => exited,
+    whenExited: () => exit,
     async stop() {
       // SIGTERM to the service alone lets it drain and stop its embedded databases in order.
       if (!exited) child.kill("SIGTERM");
