@@ -7,6 +7,8 @@ export * from "./lib/cpu.js";
 export * from "./lib/echo.js";
 export * from "./lib/infra.js";
 export * from "./lib/load.js";
+export * from "./lib/memory.js";
 export * from "./lib/output.js";
 export * from "./lib/procfile.js";
+export * from "./lib/series.js";
 export * from "./lib/service.js";

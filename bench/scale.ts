@@ -1,8 +1,8 @@
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import pg from "pg";
 import { freePort } from "../shared/infra/free-port.js";
 import {
+  analyzeDatabase,
   echoScenarios,
   fixed,
   type GroupCpuUse,
@@ -135,17 +135,6 @@ function drain(env: Record<string, string>): Promise<void> {
   });
 }
 
-/** Fresh statistics for the ranking read, which a fast-growing table otherwise plans badly (docs/benchmarks.md). */
-async function analyze(databaseUrl: string): Promise<void> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    await client.query("analyze");
-  } finally {
-    await client.end();
-  }
-}
-
 /** Connections split as evenly as possible over the API processes. */
 function split(total: number, parts: number): number[] {
   return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0));
@@ -170,7 +159,7 @@ async function runStep(step: Step, index: number, env: Record<string, string>): 
     await Promise.all(
       specs.map((spec, i) => warmUp({ ...spec, connections: shares[i]! }, WARM_UP_REQUESTS / webs.length)),
     );
-    await analyze(env.DATABASE_URL!);
+    await analyzeDatabase(env.DATABASE_URL!);
     log(`  measuring c=${CONNECTIONS} (${shares.join(" + ")} over ${webs.length} port(s)) for ${SECONDS} s…`);
     const meter = startGroupCpuMeter<Group>({
       web: webs.map((w) => w.pid),

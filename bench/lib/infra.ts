@@ -151,3 +151,18 @@ export async function resolvePostgresServer(
     url: (database) => withDatabase(base, database),
   };
 }
+
+/**
+ * Fresh planner statistics for the bench database. The ranking read of an execute is planned from them,
+ * and a table that grows from empty very fast is planned badly until autovacuum's next ANALYZE
+ * (docs/benchmarks.md), so a bench runs this after its warm-up.
+ */
+export async function analyzeDatabase(databaseUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
+  await client.connect();
+  try {
+    await client.query("analyze");
+  } finally {
+    await client.end();
+  }
+}
