@@ -10,5 +10,6 @@ export * from "./lib/load.js";
 export * from "./lib/memory.js";
 export * from "./lib/output.js";
 export * from "./lib/procfile.js";
+export * from "./lib/redis.js";
 export * from "./lib/series.js";
 export * from "./lib/service.js";

@@ -1,8 +1,7 @@
-import { Queue } from "bullmq";
-import { Redis } from "ioredis";
 import { freePort } from "../shared/infra/free-port.js";
 import {
   analyzeDatabase,
+  drainExecutions,
   echoScenarios,
   fixed,
   type GroupCpuUse,
@@ -17,14 +16,15 @@ import {
   register,
   reportFailures,
   reportOutput,
+  resetCircuits,
   resolveInfra,
   runRelease,
   type Service,
-  sleep,
   startGroupCpuMeter,
   startProcfileProcess,
   table,
   waitForHealth,
+  waitForWorkers,
   warmUp,
 } from "./lib.js";
 
@@ -44,14 +44,12 @@ const CONNECTIONS = 32;
 const WARM_UP_REQUESTS = 300;
 const HEALTH_TIMEOUT_MS = 60_000;
 const WORKERS_TIMEOUT_MS = 30_000;
-const DRAIN_TIMEOUT_MS = 15_000;
 /** At or above this share of all cores busy, the machine is the limit, not the design. */
 const MACHINE_BOUND_PCT = 90;
 /** A process at or above this many cores has one saturated event loop. */
 const SATURATED_CORES = 0.9;
 /** Its own database and queue prefix: it may run while bench:execute does on the same servers. */
 const PLACE = { database: "agentmarket_bench_scale", queuePrefix: "{ambench_scale}" } as const;
-const EXECUTIONS_QUEUE = "executions";
 
 interface Step {
   web: number;
@@ -90,51 +88,6 @@ function start(group: Group, env: Record<string, string>, port?: number): Servic
   return child;
 }
 
-/** The executions queue as the bench sees it, for readiness and draining. */
-async function withQueue<T>(env: Record<string, string>, use: (queue: Queue) => Promise<T>): Promise<T> {
-  const connection = new Redis(env.REDIS_URL!, { maxRetriesPerRequest: null, lazyConnect: true });
-  const queue = new Queue(EXECUTIONS_QUEUE, { connection, prefix: env.QUEUE_PREFIX });
-  try {
-    return await use(queue);
-  } finally {
-    await queue.close();
-    connection.disconnect();
-  }
-}
-
-/** Resolves once `count` executions workers hold the queue (BullMQ names their Redis connections). */
-function waitForWorkers(env: Record<string, string>, count: number, children: Service[]): Promise<void> {
-  return withQueue(env, async (queue) => {
-    const deadline = Date.now() + WORKERS_TIMEOUT_MS;
-    let seen = 0;
-    while (Date.now() < deadline) {
-      const dead = children.find((c) => c.hasExited());
-      if (dead) throw new Error(`an executions worker exited while starting:\n${dead.lines().join("\n")}`);
-      seen = await queue.getWorkersCount();
-      if (seen >= count) return;
-      await sleep(200);
-    }
-    throw new Error(`${seen} of ${count} executions workers ready after ${WORKERS_TIMEOUT_MS / 1000} s`);
-  });
-}
-
-/**
- * Waits (bounded) until the jobs of requests the load generator abandoned at the end have run, so that
- * stopping the processes fails none of them: a failed echo call would count against the echo listing's
- * circuit and open it for the next step.
- */
-function drain(env: Record<string, string>): Promise<void> {
-  return withQueue(env, async (queue) => {
-    const deadline = Date.now() + DRAIN_TIMEOUT_MS;
-    while (Date.now() < deadline) {
-      const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized");
-      if (Object.values(counts).every((n) => n === 0)) return;
-      await sleep(100);
-    }
-    loud(`the executions queue was not empty ${DRAIN_TIMEOUT_MS / 1000} s after the load stopped`);
-  });
-}
-
 /** Connections split as evenly as possible over the API processes. */
 function split(total: number, parts: number): number[] {
   return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0));
@@ -150,7 +103,7 @@ async function runStep(step: Step, index: number, env: Record<string, string>): 
     start("executions", { ...env, FIRST_PARTY_BASE_URL: webs[i % webs.length]!.baseUrl }),
   );
   try {
-    await waitForWorkers(env, step.executions, workers);
+    await waitForWorkers(env, step.executions, workers, WORKERS_TIMEOUT_MS);
     await Promise.all(webs.map((w) => waitForHealth(w, HEALTH_TIMEOUT_MS)));
     const apiKey = await register(webs[0]!.baseUrl);
     const specs = webs.map((w) => echoScenarios(w.baseUrl, apiKey).execute);
@@ -178,7 +131,7 @@ async function runStep(step: Step, index: number, env: Record<string, string>): 
     if (dead) throw new Error(`a process exited during the step:\n${dead.lines().join("\n")}`);
     return { step, load, cpu };
   } finally {
-    await drain(env).catch((err) => loud(`draining the queue: ${(err as Error).message}`));
+    await drainExecutions(env).catch((err) => loud(`draining the queue: ${(err as Error).message}`));
     stopping = true;
     // Workers first: a worker's last echo call needs its API process.
     await Promise.all(workers.map((c) => c.stop()));
@@ -307,6 +260,7 @@ async function run(): Promise<void> {
   ]);
   log("release: migrating…");
   await runRelease(infra.env);
+  await resetCircuits(infra.env);
   const results: StepResult[] = [];
   for (const [i, step] of LADDER.entries()) results.push(await runStep(step, i, infra.env));
   log();

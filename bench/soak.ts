@@ -1,6 +1,7 @@
 import { freePort } from "../shared/infra/free-port.js";
 import {
   analyzeDatabase,
+  drainExecutions,
   echoScenarios,
   fixed,
   guardChildren,
@@ -16,6 +17,7 @@ import {
   register,
   reportFailures,
   reportOutput,
+  resetCircuits,
   resolveInfra,
   type Service,
   slope,
@@ -194,6 +196,7 @@ async function run(): Promise<void> {
   ] as const)
     if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
   const infra = await resolveInfra(process.env, PLACE);
+  await resetCircuits(infra.env);
   printMachine(infra, [
     `soak of ${SECONDS} s at c=${CONNECTIONS}, a sample every ${SAMPLE_SECONDS} s, ${WARM_UP_REQUESTS} warm-up requests`,
   ]);
@@ -212,6 +215,8 @@ async function run(): Promise<void> {
   log(`soaking for ${SECONDS} s…`);
   const samples = await soak(service, apiKey);
   if (service.hasExited()) throw new Error("the service exited during the soak");
+  counting = false;
+  if (infra.env.REDIS_URL) await drainExecutions(infra.env);
   printCurve(samples);
   judge(samples);
   reportOutput("the service", tally);
