@@ -43,6 +43,7 @@ export interface Config {
   healthProbeFailuresToFail: number;
   circuitFailureThreshold: number;
   circuitCooldownMs: number;
+  rankingStatsTtlMs: number;
   chainRpcUrl: string | undefined;
   chainId: number;
   chainName: string;
@@ -489,6 +490,13 @@ export const SETTINGS = {
     "how long an open circuit refuses calls before one trial call",
     1,
     24 * 3600 * 1000,
+  ),
+  rankingStatsTtlMs: int(
+    "RANKING_STATS_TTL_MS",
+    1000,
+    "how long a process reuses a listing's recent-call statistics for ranking (0 reads them on every execute); circuit state is always read live",
+    0,
+    60_000,
   ),
   chainRpcUrl: url(
     "CHAIN_RPC_URL",

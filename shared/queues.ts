@@ -101,7 +101,22 @@ export function getQueue(name: QueueName): Queue {
   return queue;
 }
 
-/** QueueEvents for awaiting job completion (the API's bounded synchronous wait). */
+/** Requests waiting for a job to end, by queue and job id: settled by the one QueueEvents reader. */
+const watchers = new Map<string, Set<(ended: boolean) => void>>();
+
+function settleWatchers(name: QueueName, jobId: string): void {
+  const key = `${name}:${jobId}`;
+  const waiting = watchers.get(key);
+  if (!waiting) return;
+  watchers.delete(key);
+  for (const settle of waiting) settle(true);
+}
+
+/**
+ * QueueEvents for awaiting job completion (the API's bounded synchronous wait): one reader of the
+ * queue's event stream per process, whose completed and failed events settle every request waiting on
+ * that job (watchJob) from one map, instead of two listeners and a Redis round trip per request.
+ */
 export async function getQueueEvents(name: QueueName): Promise<QueueEvents> {
   let queueEvents = events.get(name);
   if (!queueEvents) {
@@ -110,10 +125,44 @@ export async function getQueueEvents(name: QueueName): Promise<QueueEvents> {
       prefix: getConfig().queuePrefix,
     });
     queueEvents.setMaxListeners(0);
+    queueEvents.on("completed", ({ jobId }) => settleWatchers(name, jobId));
+    queueEvents.on("failed", ({ jobId }) => settleWatchers(name, jobId));
     events.set(name, queueEvents);
     await queueEvents.waitUntilReady();
   }
   return queueEvents;
+}
+
+/** A wait for one job's end: true when it completed or failed in time, false at the deadline. */
+export interface JobWatch {
+  ended: Promise<boolean>;
+  /** Stops waiting now (the job was never sent): ended answers false. */
+  cancel(): void;
+}
+
+/**
+ * Starts waiting for a job to complete or fail, for at most ms. Call it before enqueueing: the reader
+ * only sees events from the moment it is ready, so a watch taken first cannot miss a fast job's end.
+ * An event lost to a Redis outage only costs the wait: the caller reads the row after it anyway.
+ */
+export async function watchJob(name: QueueName, jobId: string, ms: number): Promise<JobWatch> {
+  await getQueueEvents(name);
+  const key = `${name}:${jobId}`;
+  let settle!: (ended: boolean) => void;
+  const ended = new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => settle(false), ms);
+    settle = (value) => {
+      clearTimeout(timer);
+      const waiting = watchers.get(key);
+      waiting?.delete(settle);
+      if (waiting?.size === 0) watchers.delete(key);
+      resolve(value);
+    };
+  });
+  const waiting = watchers.get(key) ?? new Set();
+  waiting.add(settle);
+  watchers.set(key, waiting);
+  return { ended, cancel: () => settle(false) };
 }
 
 /** Adds a job whose id is the row id it acts on, with the trace context and request id of its cause. */
@@ -161,6 +210,7 @@ export async function pingRedis(): Promise<string> {
 }
 
 export async function closeQueues(): Promise<void> {
+  for (const waiting of watchers.values()) for (const settle of waiting) settle(false);
   await Promise.all([...events.values()].map((e) => e.close()));
   await Promise.all([...queues.values()].map((q) => q.close()));
   events.clear();

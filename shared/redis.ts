@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { Redis, type RedisOptions } from "ioredis";
 import { getConfig } from "./config.js";
 import { isStopping } from "./lifecycle.js";
@@ -52,4 +53,27 @@ export async function closeCommandRedis(): Promise<void> {
   const current = commands;
   commands = undefined;
   current?.disconnect();
+}
+
+/** What a Lua script needs of a client: a plain connection or, where one is configured, a cluster. */
+interface ScriptRunner {
+  evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+}
+
+/**
+ * A Lua script run by its SHA1 (EVALSHA), loaded with EVAL only when Redis does not know it yet
+ * (NOSCRIPT: first use, or after a Redis restart). EVAL sends the whole text on every call and makes
+ * Redis hash it again; the hot path runs these on every execute.
+ */
+export function luaScript(source: string) {
+  const sha = createHash("sha1").update(source).digest("hex");
+  return async (redis: ScriptRunner, keys: readonly string[], args: readonly (string | number)[]) => {
+    try {
+      return await redis.evalsha(sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (!(error as Error).message?.startsWith("NOSCRIPT")) throw error;
+      return redis.eval(source, keys.length, ...keys, ...args);
+    }
+  };
 }

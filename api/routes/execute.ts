@@ -51,7 +51,10 @@ function idempotencyKey(ctx: AppContext, bodyKey: string | undefined): string | 
  */
 async function answer(ctx: AppContext, submission: Submission) {
   if (submission.replayed) ctx.set("Idempotent-Replayed", "true");
-  const invocation = await awaitInvocation(submission, getConfig().executeSyncWaitMs);
+  const invocation = await awaitInvocation(
+    submission.invocation.id,
+    submission.replayed ? undefined : submission.completion,
+  );
   if (isTerminal(invocation)) return executeResult(invocation);
   if (invocation.status === "awaiting_approval") {
     const held = await awaitingApprovalResult(invocation.id);

@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import { getConfig } from "../config.js";
-import { commandRedis } from "../redis.js";
+import { commandRedis, luaScript } from "../redis.js";
 
 /**
  * A circuit breaker per listing, kept in Redis so every API and worker process agrees
@@ -39,46 +39,60 @@ export interface CircuitBreaker {
 export const DEFAULT_TRIAL_LEASE_MS = 35_000;
 const DEFAULT_IDLE_TTL_MS = 24 * 3600 * 1000;
 
-const CLOCK = `
-local function clock()
+/**
+ * The breaker's Lua, as functions so the call gate (call-gate.ts) can run a circuit check and a limit
+ * slot in one script. The clock is Redis's TIME.
+ */
+export const CIRCUIT_LUA = `
+local function redis_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local now = clock()
-local openUntil = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
-local state = 'closed'
-if openUntil > 0 then
-  if now < openUntil then state = 'open' else state = 'half_open' end
+local function circuit_state(key, now)
+  local openUntil = tonumber(redis.call('HGET', key, 'open_until') or '0')
+  if openUntil == 0 then return 'closed' end
+  if now < openUntil then return 'open' end
+  return 'half_open'
+end
+-- 1: closed, call; 2: half-open and this caller holds the trial (SET NX with a lease); 0: refused.
+local function circuit_allow(key, trialKey, now, leaseMs)
+  local state = circuit_state(key, now)
+  if state == 'closed' then return 1 end
+  if state == 'open' then return 0 end
+  if redis.call('SET', trialKey, now, 'NX', 'PX', leaseMs) then return 2 end
+  return 0
+end
+-- ok: '1'|'0'; source: 'call'|'probe'. Returns the state after the outcome.
+local function circuit_record(key, trialKey, now, ok, source, threshold, cooldown, idleTtl)
+  local state = circuit_state(key, now)
+  if ok == '1' then
+    -- A probe proves reachability, not that calls work: it ends a cooldown that is over (half-open) but
+    -- neither cuts one short nor clears failures counted while closed.
+    if source == 'probe' and state ~= 'half_open' then return state end
+    redis.call('DEL', key, trialKey)
+    return 'closed'
+  end
+  -- Failures of calls that started before the circuit opened must not extend its cooldown.
+  if state == 'open' then return 'open' end
+  local failures = redis.call('HINCRBY', key, 'failures', 1)
+  if state == 'half_open' or failures >= tonumber(threshold) then
+    redis.call('HSET', key, 'open_until', now + tonumber(cooldown))
+    redis.call('DEL', trialKey)
+    redis.call('PEXPIRE', key, tonumber(cooldown) + tonumber(idleTtl))
+    return 'open'
+  end
+  redis.call('PEXPIRE', key, tonumber(idleTtl))
+  return 'closed'
 end`;
 
 // ARGV: ok ('1'|'0'), source ('call'|'probe'), threshold, cooldown ms, idle ttl ms.
-const RECORD = `${CLOCK}
-if ARGV[1] == '1' then
-  -- A probe proves reachability, not that calls work: it ends a cooldown that is over (half-open) but
-  -- neither cuts one short nor clears failures counted while closed.
-  if ARGV[2] == 'probe' and state ~= 'half_open' then return state end
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return 'closed'
-end
--- Failures of calls that started before the circuit opened must not extend its cooldown.
-if state == 'open' then return 'open' end
-local cooldown = tonumber(ARGV[4])
-local failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
-if state == 'half_open' or failures >= tonumber(ARGV[3]) then
-  redis.call('HSET', KEYS[1], 'open_until', now + cooldown)
-  redis.call('DEL', KEYS[2])
-  redis.call('PEXPIRE', KEYS[1], cooldown + tonumber(ARGV[5]))
-  return 'open'
-end
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
-return 'closed'`;
+const RECORD = luaScript(`${CIRCUIT_LUA}
+return circuit_record(KEYS[1], KEYS[2], redis_now(), ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])`);
 
 // ARGV: trial lease ms. Returns 1 when the caller may call.
-const ALLOW = `${CLOCK}
-if state == 'closed' then return 1 end
-if state == 'open' then return 0 end
-if redis.call('SET', KEYS[2], now, 'NX', 'PX', ARGV[1]) then return 1 end
-return 0`;
+const ALLOW = luaScript(`${CIRCUIT_LUA}
+if circuit_allow(KEYS[1], KEYS[2], redis_now(), ARGV[1]) == 0 then return 0 end
+return 1`);
 
 function stateAt(openUntil: string | null, nowMs: number): CircuitState {
   const until = Number(openUntil ?? 0);
@@ -86,23 +100,23 @@ function stateAt(openUntil: string | null, nowMs: number): CircuitState {
   return nowMs < until ? "open" : "half_open";
 }
 
+/** A listing's circuit keys: the hash (failures, open_until) and the half-open trial. */
+export function circuitKeys(prefix: string, listingId: string): [string, string] {
+  const key = `${prefix}:circuit:${listingId}`;
+  return [key, `${key}:trial`];
+}
+
 /** A breaker over the given Redis client; the module functions below use the process's command client. */
 export function createCircuitBreaker(redis: Redis, options: CircuitOptions): CircuitBreaker {
-  const key = (listingId: string) => `${options.prefix}:circuit:${listingId}`;
+  const key = (listingId: string) => circuitKeys(options.prefix, listingId)[0];
   const trialLeaseMs = options.trialLeaseMs ?? DEFAULT_TRIAL_LEASE_MS;
   const idleTtlMs = options.idleTtlMs ?? DEFAULT_IDLE_TTL_MS;
 
   const record = async (listingId: string, ok: boolean, source: "call" | "probe") =>
-    (await redis.eval(
-      RECORD,
-      2,
-      key(listingId),
-      `${key(listingId)}:trial`,
-      ok ? "1" : "0",
-      source,
-      options.failureThreshold,
-      options.cooldownMs,
-      idleTtlMs,
+    (await RECORD(
+      redis,
+      [key(listingId), `${key(listingId)}:trial`],
+      [ok ? "1" : "0", source, options.failureThreshold, options.cooldownMs, idleTtlMs],
     )) as CircuitState;
 
   return {
@@ -124,19 +138,26 @@ export function createCircuitBreaker(redis: Redis, options: CircuitOptions): Cir
       return states;
     },
     async allowCall(listingId) {
-      const verdict = await redis.eval(ALLOW, 2, key(listingId), `${key(listingId)}:trial`, trialLeaseMs);
+      const verdict = await ALLOW(redis, [key(listingId), `${key(listingId)}:trial`], [trialLeaseMs]);
       return verdict === 1;
     },
   };
 }
 
-function serviceBreaker(): CircuitBreaker {
+/** The service's breaker settings, with every default filled in (the call gate runs the same Lua). */
+export function serviceCircuitOptions(): Required<CircuitOptions> {
   const config = getConfig();
-  return createCircuitBreaker(commandRedis(), {
+  return {
     prefix: config.queuePrefix,
     failureThreshold: config.circuitFailureThreshold,
     cooldownMs: config.circuitCooldownMs,
-  });
+    trialLeaseMs: DEFAULT_TRIAL_LEASE_MS,
+    idleTtlMs: DEFAULT_IDLE_TTL_MS,
+  };
+}
+
+function serviceBreaker(): CircuitBreaker {
+  return createCircuitBreaker(commandRedis(), serviceCircuitOptions());
 }
 
 /**

@@ -1,21 +1,14 @@
-import {
-  findActiveByTaskAlias,
-  type ListingRow,
-  type RecentCallStats,
-  readRecentCallStats,
-} from "../catalog/index.js";
+import { findActiveByTaskAlias, type ListingRow, type RecentCallStats } from "../catalog/index.js";
 import { db } from "../db/knex.js";
 import { type KeyPolicy, type ScopeExclusion, scopeExclusion } from "../identity/index.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import type { PaidGate } from "../money/index.js";
-
-/** Ranking looks at each listing's most recent calls: recent behaviour, at a bounded cost per execute. */
-export const RECENT_CALLS = 100;
+import { recentCallStats } from "./ranking-stats.js";
 
 /**
  * Ranking (docs/routing.md "Routing"): score = 0.40 reliability + 0.25 verification + 0.20 latency + 0.15 price,
  * each component in 0..1.
- * - reliability: (successful calls + 1) / (calls + 2) over the last RECENT_CALLS calls within 30 days
+ * - reliability: (successful calls + 1) / (calls + 2) over the last RECENT_CALLS calls within 30 days (ranking-stats.ts)
  *   (Laplace: no data → 0.5);
  * - verification: verified 1, reachable 0.7, never checked 0.4;
  * - latency: 1 / (1 + p50 seconds) (no data → 0.5);
@@ -122,7 +115,7 @@ export async function rankCandidates(
   const ids = listings.map((l) => l.id);
   const anyPaid = listings.some((l) => micros(l.price_micros) > 0n);
   const [stats, open, gate] = await Promise.all([
-    readRecentCallStats(db(), ids, RECENT_CALLS),
+    recentCallStats(ids),
     openCircuits(ids),
     typeof gateSource === "function" ? (anyPaid ? gateSource() : null) : gateSource,
   ]);

@@ -7,8 +7,7 @@ import { logger } from "../log.js";
 import { retryTransient } from "../money/index.js";
 import { providerAttempts } from "../observability/metrics.js";
 import type { QueuePayload } from "../queues.js";
-import { allowCall, recordCallOutcome } from "./circuit-breaker.js";
-import { acquireCallSlot } from "./listing-limits.js";
+import { openCall } from "./call-gate.js";
 import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
 import { callProvider, MAX_PROVIDER_LATENCY_MS, type ProviderResult } from "./provider-call.js";
 import {
@@ -266,15 +265,6 @@ export async function runInvocation(
       await skipAttempt(attempt.id, "LISTING_NOT_INVOCABLE", "not called: the listing was retired");
       continue;
     }
-    if (!(await allowCall(target.id))) {
-      passedOver.add(target.id);
-      last = {
-        code: "PROVIDER_UNAVAILABLE",
-        message: "not called: the listing's circuit is open after repeated failures",
-      };
-      await skipAttempt(attempt.id, "PROVIDER_UNAVAILABLE", last.message);
-      continue;
-    }
     if (invocation.route === "x402" && (await edge.tooLateToCall(invocation.id, callTimeoutMs(target)))) {
       last = {
         code: "TIMEOUT",
@@ -284,30 +274,34 @@ export async function runInvocation(
       await skipAttempt(attempt.id, "TIMEOUT", last.message);
       break;
     }
-    const slot = await acquireCallSlot(target, callTimeoutMs(target) + ATTEMPT_MARGIN_MS);
-    if (!slot.ok) {
+    const gate = await openCall(target, callTimeoutMs(target) + ATTEMPT_MARGIN_MS);
+    if (!gate.ok) {
       passedOver.add(target.id);
-      last = {
-        code: "RATE_LIMITED",
-        message: `not called: the listing's ${slot.reason.replace("_", " ")} was reached`,
-        retryAfterSeconds: slot.retryAfterSeconds,
-      };
-      await skipAttempt(attempt.id, "RATE_LIMITED", last.message);
+      last =
+        gate.reason === "circuit_open"
+          ? {
+              code: "PROVIDER_UNAVAILABLE",
+              message: "not called: the listing's circuit is open after repeated failures",
+            }
+          : {
+              code: "RATE_LIMITED",
+              message: `not called: the listing's ${gate.reason.replace("_", " ")} was reached`,
+              retryAfterSeconds: gate.retryAfterSeconds,
+            };
+      await skipAttempt(attempt.id, last.code, last.message);
       continue;
     }
     calls.set(target.id, (calls.get(target.id) ?? 0) + 1);
     callsMade += 1;
-    let result: ProviderResult;
+    let result: ProviderResult | undefined;
     try {
       result = await callProvider(target, invocation, attemptNo);
     } finally {
-      await slot.release();
+      // One round trip frees the slot and tells the breaker how the call went.
+      await gate.finish(result ? result.ok : null);
     }
     // The outcome label is "succeeded" or an error code of the table: a bounded set.
     providerAttempts.inc({ outcome: result.ok ? "succeeded" : result.code });
-    await recordCallOutcome(target.id, result.ok).catch((err) =>
-      logger().warn({ err, listing_id: target.id }, "circuit breaker not updated"),
-    );
     if (result.ok) return succeed(invocation, target, attempt.id, result, edge);
     last = { code: result.code, message: result.message };
     const recorded = await finishAttempt(db(), attempt.id, {

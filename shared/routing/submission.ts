@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Job } from "bullmq";
 import { checkListingInput, type ListingRow, requireListing } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
@@ -19,7 +18,7 @@ import { formatUsdc, micros, parseUsdc } from "../kernel/money.js";
 import { logger } from "../log.js";
 import { assertCustodyOpen, paidGate, retryTransient } from "../money/index.js";
 import { markJobSent } from "../outbox/index.js";
-import { enqueue, getQueueEvents } from "../queues.js";
+import { enqueue, type JobWatch, watchJob } from "../queues.js";
 import { needsApproval, requestApproval } from "./approvals/approvals.js";
 import { openCircuits } from "./circuits.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
@@ -60,7 +59,7 @@ export interface InvokeRequest {
 }
 
 export type Submission =
-  | { replayed: false; invocation: InvocationRow; job: Job | undefined }
+  | { replayed: false; invocation: InvocationRow; completion: JobWatch | undefined }
   | { replayed: true; invocation: InvocationRow };
 
 class KeyAlreadyClaimed extends Error {
@@ -373,20 +372,28 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     return { replayed: true, invocation: resolveReplay(error.existing, print, original!) };
   }
 
-  if (awaiting) return { replayed: false, invocation, job: undefined };
-  return { replayed: false, invocation, job: await enqueueExecution(invocationId, requestId) };
+  if (awaiting) return { replayed: false, invocation, completion: undefined };
+  return { replayed: false, invocation, completion: await enqueueExecution(invocationId, requestId) };
 }
 
 /**
- * Enqueues a committed invocation (its outbox row is already in PostgreSQL). If Redis fails, the outbox
- * sweeper sends it later: undefined then, and the caller answers 202.
+ * Enqueues a committed invocation (its outbox row is already in PostgreSQL) and answers the wait for its
+ * end, EXECUTE_SYNC_WAIT_MS at most, taken before the job is sent so its end cannot be missed. If Redis
+ * fails, the outbox sweeper sends it later: undefined then, and the caller answers 202.
  */
-export async function enqueueExecution(invocationId: string, requestId: string): Promise<Job | undefined> {
+export async function enqueueExecution(
+  invocationId: string,
+  requestId?: string,
+): Promise<JobWatch | undefined> {
+  let watch: JobWatch | undefined;
   try {
-    const job = await enqueue("executions", invocationId, { invocation_id: invocationId });
+    const waitMs = getConfig().executeSyncWaitMs;
+    if (waitMs > 0) watch = await watchJob("executions", invocationId, waitMs);
+    await enqueue("executions", invocationId, { invocation_id: invocationId });
     markJobSent("executions", invocationId);
-    return job;
+    return watch;
   } catch (err) {
+    watch?.cancel();
     logger().warn(
       { err, request_id: requestId, invocation_id: invocationId },
       "enqueue failed; the sweeper will send it",
@@ -395,13 +402,11 @@ export async function enqueueExecution(invocationId: string, requestId: string):
   }
 }
 
-export async function awaitInvocation(submission: Submission, waitMs: number): Promise<InvocationSummary> {
-  if (!submission.replayed && submission.job && waitMs > 0) {
-    try {
-      await submission.job.waitUntilFinished(await getQueueEvents("executions"), waitMs);
-    } catch {
-      // Timed out or failed in the queue: the row below says which, and 202 covers the rest.
-    }
-  }
-  return (await findInvocationSummary(db(), submission.invocation.id))!;
+/** Waits (bounded) for an invocation's job to end, if one was sent, then reads the invocation as it stands. */
+export async function awaitInvocation(
+  invocationId: string,
+  completion: JobWatch | undefined,
+): Promise<InvocationSummary> {
+  if (completion) await completion.ended;
+  return (await findInvocationSummary(db(), invocationId))!;
 }

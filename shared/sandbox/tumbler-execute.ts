@@ -220,8 +220,8 @@ export async function executeSandboxQuote(
     const current = await findQuote(db(), quote.id);
     throw quoteNotUsable(current ?? quote);
   }
-  const job = await enqueueExecution(invocationId, requestId);
-  const summary = await awaitInvocation({ replayed: false, invocation, job }, getConfig().executeSyncWaitMs);
+  const completion = await enqueueExecution(invocationId, requestId);
+  const summary = await awaitInvocation(invocationId, completion);
   if (summary.status === "succeeded" || summary.status === "failed") {
     return { done: true as const, body: executeResult(summary) };
   }

@@ -17,6 +17,7 @@ import { markJobSent } from "../outbox/index.js";
 import { enqueue } from "../queues.js";
 import {
   awaitInvocation,
+  enqueueExecution,
   findInvocation,
   findQuote,
   insertInvocationWithJob,
@@ -317,17 +318,8 @@ async function commit(p: Purchase, requirements: Record<string, unknown>): Promi
 /** Enqueues the call, waits for it (bounded) and answers: 200, 202 or the call's error (nothing charged). */
 async function run(p: Purchase, payment: X402PaymentRow): Promise<X402Answer> {
   const invocationId = payment.invocation_id;
-  let job: Awaited<ReturnType<typeof enqueue>> | undefined;
-  try {
-    job = await enqueue("executions", invocationId, { invocation_id: invocationId });
-    markJobSent("executions", invocationId);
-  } catch (err) {
-    logger().warn({ err, invocation_id: invocationId }, "enqueue failed; the sweeper will send it");
-  }
-  const invocation = await awaitInvocation(
-    { replayed: false, invocation: (await findInvocation(db(), invocationId))!, job },
-    getConfig().executeSyncWaitMs,
-  );
+  const completion = await enqueueExecution(invocationId);
+  const invocation = await awaitInvocation(invocationId, completion);
   if (!TERMINAL.includes(invocation.status)) {
     return {
       status: 202,

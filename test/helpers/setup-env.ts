@@ -27,4 +27,6 @@ Object.assign(process.env, {
   // Nor the executions recovery sweep: other files' open invocations have their jobs under other prefixes.
   EXECUTIONS_RECOVERY_INTERVAL_MS: "0",
   SETTLEMENT_RECOVERY_INTERVAL_MS: "0",
+  // Ranking reads call statistics fresh, so a test sees the calls it just made; the cache has its own test.
+  RANKING_STATS_TTL_MS: "0",
 });

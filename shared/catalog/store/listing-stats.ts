@@ -1,4 +1,5 @@
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 import { type ListingStats, NO_STATS } from "../listing-facts.js";
 
 function num(value: unknown): number | null {
@@ -79,7 +80,8 @@ export async function readRecentCallStats(
   window: number,
 ): Promise<Map<string, RecentCallStats>> {
   if (listingIds.length === 0) return new Map();
-  const result = await q.raw(
+  const result = await preparedRaw(
+    q,
     `select l.id as listing_id, r.calls, r.succeeded, r.p50
        from unnest(?::uuid[]) as l(id)
        cross join lateral (

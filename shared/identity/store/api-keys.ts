@@ -1,4 +1,5 @@
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 
 export interface ApiKeyRow {
   id: string;
@@ -72,15 +73,14 @@ export interface KeyForSecret extends ApiKeyRow {
  * same for every process.
  */
 export async function findApiKeyBySecretHash(q: Db, keyHash: string): Promise<KeyForSecret | undefined> {
-  return q<KeyForSecret>("api_keys")
-    .select(
-      "*",
-      q.raw("(key_hash = ?) as is_current", [keyHash]),
-      q.raw("coalesce(previous_expires_at > now(), false) as previous_live"),
-    )
-    .where({ key_hash: keyHash })
-    .orWhere({ previous_key_hash: keyHash })
-    .first();
+  // Every authenticated request runs this: a named prepared statement (shared/db/prepared.ts).
+  const result = await preparedRaw(
+    q,
+    `select *, (key_hash = ?) as is_current, coalesce(previous_expires_at > now(), false) as previous_live
+       from api_keys where key_hash = ? or previous_key_hash = ? limit 1`,
+    [keyHash, keyHash, keyHash],
+  );
+  return result.rows[0] as KeyForSecret | undefined;
 }
 
 /** One of the agent's keys; another agent's key reads as absent. */

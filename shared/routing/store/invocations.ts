@@ -1,5 +1,6 @@
 import type { ListingRow } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 
 /** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
 export type InvocationStatus = "awaiting_approval" | "queued" | "running" | "succeeded" | "failed";
@@ -104,7 +105,8 @@ export async function insertInvocationWithJob(
   queue: string,
 ): Promise<InvocationRow> {
   const insert = q("invocations").insert(invocationColumns(row)).returning("*").toSQL();
-  const result = await q.raw(
+  const result = await preparedRaw(
+    q,
     `with inv as (${insert.sql}),
      job as (
        insert into job_outbox (queue, job_id, payload)
@@ -128,7 +130,8 @@ export interface InvocationSummary extends InvocationRow {
 
 /** Reads an invocation summary in one round trip (the execute answer's hot path). */
 export async function findInvocationSummary(q: Db, id: string): Promise<InvocationSummary | undefined> {
-  const result = await q.raw(
+  const result = await preparedRaw(
+    q,
     `select i.*, r.id as receipt_id, r.amount_micros as receipt_amount_micros,
             l.name as listing_name, l.slug as listing_slug,
             (select count(*)::int from invocation_attempts a where a.invocation_id = i.id) as attempt_count,
@@ -295,7 +298,8 @@ export async function claimRun(
   invocationId: string,
   timing: { maxCallMs: number; marginMs: number },
 ): Promise<RunClaim | undefined> {
-  const result = await q.raw(
+  const result = await preparedRaw(
+    q,
     `with inv as (
        update invocations set status = 'running', started_at = coalesce(started_at, now())
         where id = ? and status in ('queued', 'running')
@@ -360,7 +364,8 @@ export interface SuccessRecord {
  * invocation's price, and the listing's runtime proof (last_success_at, refreshed at most once a minute). Returns the receipt id, or null when another run had already ended it.
  */
 export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | null> {
-  const result = await q.raw(
+  const result = await preparedRaw(
+    q,
     `with att as (
        update invocation_attempts
           set status = 'succeeded', http_status = ?, latency_ms = ?, finished_at = now()

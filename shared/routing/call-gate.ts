@@ -1,0 +1,93 @@
+import { randomUUID } from "node:crypto";
+import { logger } from "../log.js";
+import { commandRedis, luaScript } from "../redis.js";
+import { CIRCUIT_LUA, circuitKeys, serviceCircuitOptions } from "./circuit-breaker.js";
+import {
+  LIMITS_LUA,
+  type LimitedListing,
+  type LimitReason,
+  limitKeys,
+  limitRetryAfterSeconds,
+} from "./listing-limits.js";
+
+// The call gate: everything Redis decides around one provider call, in two round trips instead of
+// five (docs/benchmarks.md "Levers"). Before the call, one script asks the listing's circuit breaker
+// and takes a rate and concurrency slot; after it, one script frees the slot and records the outcome on
+// the breaker. All four keys share the QUEUE_PREFIX hash tag, so the scripts also run on a Redis Cluster.
+
+// KEYS: circuit, trial, rate window, in-flight set. ARGV: trial lease ms, rate limit, concurrency limit,
+// now ms, slot deadline ms, token, in-flight ttl ms.
+const OPEN = luaScript(`${CIRCUIT_LUA}
+${LIMITS_LUA}
+local allowed = circuit_allow(KEYS[1], KEYS[2], redis_now(), ARGV[1])
+if allowed == 0 then return 'circuit_open' end
+local verdict = slot_acquire(KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+-- A half-open trial this caller cannot use goes back, so the next caller may take it.
+if verdict ~= 'ok' and allowed == 2 then redis.call('DEL', KEYS[2]) end
+return verdict`);
+
+// KEYS: circuit, trial, in-flight set. ARGV: token, outcome ('1' ok, '0' failed, '' not called),
+// threshold, cooldown ms, idle ttl ms.
+const FINISH = luaScript(`${CIRCUIT_LUA}
+redis.call('ZREM', KEYS[3], ARGV[1])
+if ARGV[2] == '' then return 'released' end
+return circuit_record(KEYS[1], KEYS[2], redis_now(), ARGV[2], 'call', ARGV[3], ARGV[4], ARGV[5])`);
+
+export type CallGate =
+  | {
+      ok: true;
+      /**
+       * Frees the slot and records the call's outcome on the breaker (null: the call was not made, the
+       * slot only is freed). Never throws: a slot that cannot be freed frees itself at its deadline.
+       */
+      finish(outcome: boolean | null): Promise<void>;
+    }
+  | { ok: false; reason: "circuit_open" | LimitReason; retryAfterSeconds: number };
+
+/**
+ * Asks to call a listing now for at most holdMs: refused while its circuit is open (a half-open circuit
+ * lets exactly one caller through), or when its rate or concurrency limit is reached.
+ */
+export async function openCall(listing: LimitedListing, holdMs: number): Promise<CallGate> {
+  const circuit = serviceCircuitOptions();
+  const [circuitKey, trialKey] = circuitKeys(circuit.prefix, listing.id);
+  const now = Date.now();
+  const limits = limitKeys(listing.id, Math.floor(now / 60_000));
+  const token = randomUUID();
+  const verdict = (await OPEN(
+    commandRedis(),
+    [circuitKey, trialKey, limits.rate, limits.inflight],
+    [
+      circuit.trialLeaseMs,
+      listing.rate_limit,
+      listing.concurrency_limit,
+      now,
+      now + holdMs,
+      token,
+      holdMs + 60_000,
+    ],
+  )) as "ok" | "circuit_open" | LimitReason;
+  if (verdict === "circuit_open") return { ok: false, reason: verdict, retryAfterSeconds: 1 };
+  if (verdict !== "ok")
+    return { ok: false, reason: verdict, retryAfterSeconds: limitRetryAfterSeconds(verdict, now) };
+  return {
+    ok: true,
+    finish: async (outcome) => {
+      try {
+        await FINISH(
+          commandRedis(),
+          [circuitKey, trialKey, limits.inflight],
+          [
+            token,
+            outcome === null ? "" : outcome ? "1" : "0",
+            circuit.failureThreshold,
+            circuit.cooldownMs,
+            circuit.idleTtlMs,
+          ],
+        );
+      } catch (err) {
+        logger().warn({ err, listing_id: listing.id }, "call slot not freed or circuit not updated");
+      }
+    },
+  };
+}

@@ -1,0 +1,60 @@
+import { type RecentCallStats, readRecentCallStats } from "../catalog/index.js";
+import { getConfig } from "../config.js";
+import { db } from "../db/knex.js";
+
+/** Ranking looks at each listing's most recent calls: recent behaviour, at a bounded cost per execute. */
+export const RECENT_CALLS = 100;
+
+/** Past this many listings the least recently read entries are dropped (a bounded cache). */
+const MAX_ENTRIES = 10_000;
+
+interface Entry {
+  at: number;
+  stats: Promise<RecentCallStats>;
+}
+
+const cache = new Map<string, Entry>();
+
+function remember(id: string, entry: Entry): void {
+  cache.delete(id);
+  cache.set(id, entry);
+  if (cache.size > MAX_ENTRIES) cache.delete(cache.keys().next().value!);
+}
+
+const NO_CALLS: RecentCallStats = { calls: 0, succeeded: 0, p50_latency_ms: null };
+
+/**
+ * Each listing's recent-call statistics for ranking, read at most once per RANKING_STATS_TTL_MS per
+ * process. They summarise the last RECENT_CALLS calls, so a second's staleness moves a score by at most
+ * what a second of calls does; what must act at once — an open circuit, a retired or repriced listing,
+ * the key's policy — is read live on every execute. Concurrent executes that miss share one read, so an
+ * expiry under load costs one query, not one per waiting request. A failed read is not cached.
+ */
+export async function recentCallStats(ids: string[]): Promise<Map<string, RecentCallStats>> {
+  const ttl = getConfig().rankingStatsTtlMs;
+  if (ttl === 0) return readRecentCallStats(db(), ids, RECENT_CALLS);
+  const now = performance.now();
+  const missing = ids.filter((id) => {
+    const hit = cache.get(id);
+    return !hit || now - hit.at >= ttl;
+  });
+  if (missing.length > 0) {
+    const read = readRecentCallStats(db(), missing, RECENT_CALLS);
+    for (const id of missing) {
+      const stats = read.then((found) => found.get(id) ?? NO_CALLS);
+      // Dropped on failure, so the next execute reads again instead of meeting the same error.
+      stats.catch(() => {
+        if (cache.get(id)?.stats === stats) cache.delete(id);
+      });
+      remember(id, { at: now, stats });
+    }
+  }
+  const pending = ids.map((id) => cache.get(id)!.stats);
+  const stats = await Promise.all(pending);
+  return new Map(ids.map((id, i) => [id, stats[i]!]));
+}
+
+/** Forgets every cached entry (tests, and a process that must see the database's state at once). */
+export function forgetRankingStats(): void {
+  cache.clear();
+}

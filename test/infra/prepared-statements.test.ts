@@ -1,0 +1,66 @@
+import { randomBytes } from "node:crypto";
+import knexFactory, { type Knex } from "knex";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeDb, db } from "../../shared/db/knex.js";
+import { preparedRaw } from "../../shared/db/prepared.js";
+
+// Named prepared statements (shared/db/prepared.ts) on the test database, on a table of this file's own.
+const table = `prepared_${randomBytes(4).toString("hex")}`;
+// One connection, so the statement a test prepares is the one its next call meets.
+let single: Knex;
+
+beforeAll(() => {
+  single = knexFactory({ client: "pg", connection: process.env.DATABASE_URL, pool: { min: 1, max: 1 } });
+});
+
+afterAll(async () => {
+  await single.destroy();
+  await db().schema.dropTableIfExists(table);
+  await closeDb();
+});
+
+describe("named prepared statements", () => {
+  it("run as named statements and answer like plain ones", async () => {
+    await db().schema.createTable(table, (t) => {
+      t.integer("a");
+    });
+    await db()(table).insert([{ a: 1 }, { a: 2 }]);
+    const sql = `select * from ${table} where a >= ? order by a`;
+    for (let i = 0; i < 7; i++) {
+      const result = await preparedRaw(single, sql, [1]);
+      expect(result.rows).toEqual([{ a: 1 }, { a: 2 }]);
+    }
+    const named = await single.raw(
+      "select name, generic_plans + custom_plans as runs from pg_prepared_statements where statement like ?",
+      [`%from ${table}%`],
+    );
+    expect(named.rows).toHaveLength(1);
+    expect(named.rows[0].name).toMatch(/^am_[0-9a-f]{24}$/);
+    expect(Number(named.rows[0].runs)).toBe(7);
+  });
+
+  it("survive a migration that changes the row type under a running process", async () => {
+    const sql = `select * from ${table} where a = ?`;
+    for (let i = 0; i < 6; i++) await preparedRaw(single, sql, [1]);
+    await db().schema.alterTable(table, (t) => {
+      t.text("b").defaultTo("x");
+    });
+    // PostgreSQL refuses the cached plan ("cached plan must not change result type"); the helper
+    // takes a fresh name and runs it again.
+    const after = await preparedRaw(single, sql, [1]);
+    expect(after.rows).toEqual([{ a: 1, b: "x" }]);
+    const again = await preparedRaw(single, sql, [1]);
+    expect(again.rows).toEqual([{ a: 1, b: "x" }]);
+  });
+
+  it("inside a transaction, a changed row type fails the statement and the retry meets a fresh name", async () => {
+    const sql = `select * from ${table} where a = ?`;
+    await preparedRaw(single, sql, [2]);
+    await db().schema.alterTable(table, (t) => {
+      t.integer("c").defaultTo(3);
+    });
+    const inTransaction = () => single.transaction(async (trx) => (await preparedRaw(trx, sql, [2])).rows);
+    await expect(inTransaction()).rejects.toThrow(/cached plan must not change result type/);
+    expect(await inTransaction()).toEqual([{ a: 2, b: "x", c: 3 }]);
+  });
+});
