@@ -17,6 +17,7 @@ export interface Config {
   databaseUrl: string | undefined;
   databasePoolMax: number;
   redisUrl: string | undefined;
+  redisCluster: boolean;
   queuePrefix: string;
   logLevel: string;
   executeSyncWaitMs: number;
@@ -353,6 +354,11 @@ export const SETTINGS = {
     "redis:",
     "rediss:",
   ]),
+  redisCluster: bool(
+    "REDIS_CLUSTER",
+    false,
+    "REDIS_URL names one node of a Redis Cluster (ioredis discovers the others; the URL's credentials and TLS apply to all); QUEUE_PREFIX must then contain a hash tag",
+  ),
   queuePrefix: str(
     "QUEUE_PREFIX",
     "{agentmarket}",
@@ -852,6 +858,36 @@ function read<T>(env: Env, setting: Setting<T>, problems: string[]): T | undefin
   }
 }
 
+/**
+ * True when Redis Cluster hashes every key that starts with `prefix` by one tag, so they share a slot.
+ * Redis's own rule: the tag is what lies between the first `{` and the next `}`, when not empty.
+ */
+export function hasHashTag(prefix: string): boolean {
+  const open = prefix.indexOf("{");
+  return open >= 0 && prefix.indexOf("}", open + 1) > open + 1;
+}
+
+/**
+ * What REDIS_CLUSTER asks of the other Redis settings. A cluster refuses a script or MULTI whose keys
+ * sit in different slots (CROSSSLOT); BullMQ's scripts touch several keys of a queue at once, and so do
+ * the breaker's and the limits' scripts, and every key the service writes starts with QUEUE_PREFIX: a
+ * hash tag in it puts them all in one slot (docs/operations.md "Redis Cluster").
+ */
+function redisClusterProblems(c: Pick<Config, "redisUrl" | "redisCluster" | "queuePrefix">): string[] {
+  if (!c.redisCluster) return [];
+  const problems: string[] = [];
+  if (!hasHashTag(c.queuePrefix))
+    problems.push(
+      `QUEUE_PREFIX must contain a Redis Cluster hash tag, such as {agentmarket}, when REDIS_CLUSTER is on, got "${c.queuePrefix}": without one BullMQ's keys fall into different slots and the cluster refuses its scripts (CROSSSLOT)`,
+    );
+  if (!c.redisUrl) problems.push("REDIS_CLUSTER needs REDIS_URL, the address of one node of the cluster");
+  else if (!["", "/", "/0"].includes(new URL(c.redisUrl).pathname))
+    problems.push(
+      "REDIS_URL must not select a database when REDIS_CLUSTER is on: a cluster has database 0 only",
+    );
+  return problems;
+}
+
 /** Parses an environment into a Config; throws ConfigError listing every problem at once. */
 export function parseConfig(env: Env): Config {
   const problems: string[] = [];
@@ -861,6 +897,7 @@ export function parseConfig(env: Env): Config {
   const queueConcurrency = Object.fromEntries(
     QUEUE_NAMES.map((queue) => [queue, read(env, CONCURRENCY_SETTINGS[queue], problems)]),
   ) as Record<QueueName, number>;
+  problems.push(...redisClusterProblems(values as Pick<Config, "redisUrl" | "redisCluster" | "queuePrefix">));
   if (problems.length > 0) throw new ConfigError(problems);
   const port = values.port as number;
   return Object.freeze({

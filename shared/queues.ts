@@ -1,11 +1,10 @@
 import { SpanKind } from "@opentelemetry/api";
 import { type Static, type TObject, Type } from "@sinclair/typebox";
 import { Job, type JobsOptions, Queue, QueueEvents } from "bullmq";
-import type { Redis } from "ioredis";
 import { getConfig } from "./config.js";
 import { inSpan, jobMeta } from "./observability/tracing.js";
 import { QUEUE_NAMES, type QueueName } from "./queue-names.js";
-import { createRedis } from "./redis.js";
+import { createRedis, type RedisClient } from "./redis.js";
 
 const id = Type.String({ format: "uuid" });
 const closed = { additionalProperties: false } as const;
@@ -76,11 +75,11 @@ export const JobMeta = Type.Object(
 
 export type QueuePayload<Q extends QueueName> = Static<(typeof QUEUES)[Q]["payload"]>;
 
-let producer: Redis | undefined;
+let producer: RedisClient | undefined;
 const queues = new Map<QueueName, Queue>();
 const events = new Map<QueueName, QueueEvents>();
 
-function producerConnection(): Redis {
+function producerConnection(): RedisClient {
   if (!producer) producer = createRedis("producer");
   return producer;
 }
@@ -202,7 +201,10 @@ export async function redriveJob<Q extends QueueName>(
   return true;
 }
 
-/** Round trip to Redis on the producer connection (health). */
+/**
+ * Round trip to Redis on the producer connection (health). On a cluster PING reaches any one node; the
+ * node holding the queues' slot answers health's job counts, which are keyed.
+ */
 export async function pingRedis(): Promise<string> {
   // The producer connection has no offline queue: wait for it to be connected before the round trip.
   await getQueue("executions").waitUntilReady();

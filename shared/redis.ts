@@ -1,8 +1,16 @@
 import { createHash } from "node:crypto";
-import { Redis, type RedisOptions } from "ioredis";
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
 import { getConfig } from "./config.js";
 import { isStopping } from "./lifecycle.js";
 import { logger } from "./log.js";
+
+/**
+ * A connection to the service's Redis: one server, or with REDIS_CLUSTER a Redis Cluster. BullMQ takes
+ * either as its connection. On a cluster every key of the service shares one slot, because each starts
+ * with QUEUE_PREFIX and config refuses a prefix without a hash tag; so multi-key scripts, MULTI and
+ * pipelines work unchanged (docs/operations.md "Redis Cluster").
+ */
+export type RedisClient = Redis | Cluster;
 
 function redisUrl(): string {
   const { redisUrl } = getConfig();
@@ -12,15 +20,41 @@ function redisUrl(): string {
 }
 
 /**
+ * A Cluster client seeded by one node's URL: ioredis asks that node for the slot map and connects to
+ * the others itself. The URL's user, password and TLS (rediss:) apply to every node.
+ */
+export function clusterClient(url: string, nodeOptions: RedisOptions, options: ClusterOptions = {}): Cluster {
+  const seed = new URL(url);
+  return new Cluster([{ host: seed.hostname.replace(/^\[(.*)\]$/, "$1"), port: Number(seed.port || 6379) }], {
+    ...options,
+    redisOptions: {
+      ...nodeOptions,
+      ...(seed.username ? { username: decodeURIComponent(seed.username) } : {}),
+      ...(seed.password ? { password: decodeURIComponent(seed.password) } : {}),
+      ...(seed.protocol === "rediss:" ? { tls: {} } : {}),
+    },
+  });
+}
+
+function connect(role: string, nodeOptions: RedisOptions, options: ClusterOptions = {}): RedisClient {
+  const client = getConfig().redisCluster
+    ? clusterClient(redisUrl(), nodeOptions, options)
+    : new Redis(redisUrl(), nodeOptions);
+  return withErrorLog(client, role);
+}
+
+/**
  * Workers block on Redis and must retry forever (BullMQ requires maxRetriesPerRequest: null); producers
  * fail fast (no offline queue) so an API request never hangs on a Redis outage: the outbox covers it.
+ * On a cluster the producer's no-offline-queue is the cluster's (a command fails while the cluster is
+ * not ready); its node connections keep theirs, which ioredis needs to send to a node still connecting.
  */
-export function createRedis(role: "worker" | "producer"): Redis {
-  const options: RedisOptions =
-    role === "worker"
-      ? { maxRetriesPerRequest: null }
-      : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2000 };
-  return withErrorLog(new Redis(redisUrl(), options), role);
+export function createRedis(role: "worker" | "producer"): RedisClient {
+  if (role === "worker") return connect(role, { maxRetriesPerRequest: null });
+  const failFast = { maxRetriesPerRequest: 1, connectTimeout: 2000 };
+  return getConfig().redisCluster
+    ? connect(role, failFast, { enableOfflineQueue: false })
+    : connect(role, { ...failFast, enableOfflineQueue: false });
 }
 
 /**
@@ -28,7 +62,7 @@ export function createRedis(role: "worker" | "producer"): Redis {
  * attempt. Every client gets one: a lost connection is logged once as a warning while running (the
  * client reconnects by itself) and not at all during a shutdown, when Redis going away is expected.
  */
-function withErrorLog(client: Redis, role: string): Redis {
+function withErrorLog(client: RedisClient, role: string): RedisClient {
   let reported = false;
   client.on("error", (err: Error) => {
     if (isStopping() || reported) return;
@@ -41,11 +75,11 @@ function withErrorLog(client: Redis, role: string): Redis {
   return client;
 }
 
-let commands: Redis | undefined;
+let commands: RedisClient | undefined;
 
 /** One connection per process for plain commands (limits, circuit state); it queues while reconnecting. */
-export function commandRedis(): Redis {
-  if (!commands) commands = withErrorLog(new Redis(redisUrl(), { maxRetriesPerRequest: 2 }), "commands");
+export function commandRedis(): RedisClient {
+  if (!commands) commands = connect("commands", { maxRetriesPerRequest: 2 });
   return commands;
 }
 
@@ -76,4 +110,12 @@ export function luaScript(source: string) {
       return redis.eval(source, keys.length, ...keys, ...args);
     }
   };
+}
+
+/**
+ * The servers a SCAN must visit to see every key: the one server, or each master of a cluster (SCAN
+ * walks one node's keys only, and ioredis would send it to any node).
+ */
+export function scanTargets(client: RedisClient): Redis[] {
+  return client instanceof Cluster ? client.nodes("master") : [client];
 }

@@ -19,7 +19,10 @@ if (!config.databaseUrl || !config.redisUrl) {
   process.exit(1);
 }
 // BullMQ loses jobs on a Redis that evicts keys: refuse one, with one line (docs/operations.md "Redis").
-await exitOnEvictingRedis(config.redisUrl, config.redisEvictionCheck);
+await exitOnEvictingRedis(config.redisUrl, {
+  enabled: config.redisEvictionCheck,
+  cluster: config.redisCluster,
+});
 handleSignals();
 // OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
 if (startTracing(`agentmarket-${queue}`)) onShutdown("tracing", "clients", stopTracing);

@@ -1,6 +1,5 @@
-import type { Redis } from "ioredis";
 import { getConfig } from "../config.js";
-import { commandRedis, luaScript } from "../redis.js";
+import { commandRedis, luaScript, type RedisClient } from "../redis.js";
 
 /**
  * A circuit breaker per listing, kept in Redis so every API and worker process agrees
@@ -10,8 +9,8 @@ import { commandRedis, luaScript } from "../redis.js";
  * and the clock is Redis's own TIME, so processes with skewed clocks still agree on when a cooldown ends.
  *
  * Keys: `${prefix}:circuit:<listing_id>` (a hash: failures, open_until in ms) and `…:trial` (the
- * half-open trial, SET NX with a lease). With the default `{agentmarket}` prefix both share a Redis
- * Cluster slot with each other and with BullMQ's keys.
+ * half-open trial, SET NX with a lease). The prefix's hash tag (required on a Redis Cluster) puts both
+ * in one slot, as each script needs, and the state read's pipeline on one node.
  */
 export type CircuitState = "closed" | "open" | "half_open";
 
@@ -107,7 +106,7 @@ export function circuitKeys(prefix: string, listingId: string): [string, string]
 }
 
 /** A breaker over the given Redis client; the module functions below use the process's command client. */
-export function createCircuitBreaker(redis: Redis, options: CircuitOptions): CircuitBreaker {
+export function createCircuitBreaker(redis: RedisClient, options: CircuitOptions): CircuitBreaker {
   const key = (listingId: string) => circuitKeys(options.prefix, listingId)[0];
   const trialLeaseMs = options.trialLeaseMs ?? DEFAULT_TRIAL_LEASE_MS;
   const idleTtlMs = options.idleTtlMs ?? DEFAULT_IDLE_TTL_MS;

@@ -1,6 +1,6 @@
 import { getConfig } from "../config.js";
 import { logger } from "../log.js";
-import { commandRedis } from "../redis.js";
+import { commandRedis, scanTargets } from "../redis.js";
 import { type CircuitState, circuitState } from "./circuit-breaker.js";
 
 /**
@@ -28,18 +28,20 @@ const COUNT_LIMIT = 10_000;
  * states in one round trip. Listings Redis knows nothing of are closed and not counted.
  */
 export async function circuitStateCounts(): Promise<Record<CircuitState, number>> {
-  const redis = commandRedis();
   const prefix = `${getConfig().queuePrefix}:circuit:`;
   const ids = new Set<string>();
-  let cursor = "0";
-  do {
-    const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 500);
-    cursor = next;
-    for (const key of keys) {
-      const rest = key.slice(prefix.length);
-      if (!rest.includes(":")) ids.add(rest);
-    }
-  } while (cursor !== "0" && ids.size < COUNT_LIMIT);
+  // On a Redis Cluster the keys sit on the master of the prefix's slot: each master is scanned.
+  for (const redis of scanTargets(commandRedis())) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 500);
+      cursor = next;
+      for (const key of keys) {
+        const rest = key.slice(prefix.length);
+        if (!rest.includes(":")) ids.add(rest);
+      }
+    } while (cursor !== "0" && ids.size < COUNT_LIMIT);
+  }
   const counts: Record<CircuitState, number> = { closed: 0, open: 0, half_open: 0 };
   for (const state of (await circuitState([...ids])).values()) counts[state]++;
   return counts;

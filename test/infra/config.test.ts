@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CONCURRENCY_SETTINGS, ConfigError, parseConfig } from "../../shared/config.js";
+import { CONCURRENCY_SETTINGS, ConfigError, hasHashTag, parseConfig } from "../../shared/config.js";
 import { QUEUE_NAMES } from "../../shared/queue-names.js";
 
 function configError(env: Record<string, string>): ConfigError {
@@ -79,6 +79,44 @@ describe("parseConfig problems", () => {
     const error = configError({ [name]: value });
     expect(error.problems).toHaveLength(1);
     expect(error.problems[0]).toContain(name);
+  });
+});
+
+describe("REDIS_CLUSTER", () => {
+  const cluster = { REDIS_URL: "redis://10.0.0.5:7000", REDIS_CLUSTER: "true" };
+
+  it("is off by default and accepts the default prefix {agentmarket}, whose braces are a hash tag", () => {
+    expect(parseConfig({}).redisCluster).toBe(false);
+    expect(parseConfig(cluster)).toMatchObject({ redisCluster: true, queuePrefix: "{agentmarket}" });
+  });
+
+  it.each(["agentmarket", "{}agentmarket", "}x{", "x{"])(
+    "refuses QUEUE_PREFIX=%s (no hash tag) with one clear problem",
+    (prefix) => {
+      const error = configError({ ...cluster, QUEUE_PREFIX: prefix });
+      expect(error.problems).toEqual([
+        expect.stringMatching(
+          /^QUEUE_PREFIX must contain a Redis Cluster hash tag, such as \{agentmarket\}, when REDIS_CLUSTER is on/,
+        ),
+      ]);
+      expect(error.problems[0]).toContain(`got "${prefix}"`);
+      // Without REDIS_CLUSTER the same prefix is fine (one Redis has no slots).
+      expect(parseConfig({ QUEUE_PREFIX: prefix }).queuePrefix).toBe(prefix);
+    },
+  );
+
+  it("follows Redis's rule for the tag: the first { and the next } with something between", () => {
+    expect(["{a}", "x{a}", "{a}{b}", "x{a}y", "{{a}"].every(hasHashTag)).toBe(true);
+    expect(["a", "{}a", "{}{a}", "a}", "{a"].some(hasHashTag)).toBe(false);
+  });
+
+  it("needs REDIS_URL (a seed node) and no database number", () => {
+    expect(configError({ REDIS_CLUSTER: "true" }).problems).toEqual([
+      expect.stringContaining("REDIS_CLUSTER needs REDIS_URL"),
+    ]);
+    expect(configError({ ...cluster, REDIS_URL: "redis://10.0.0.5:7000/2" }).problems).toEqual([
+      expect.stringContaining("must not select a database"),
+    ]);
   });
 });
 
