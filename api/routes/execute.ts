@@ -1,5 +1,4 @@
 import { type Static, Type } from "@sinclair/typebox";
-import { getConfig } from "../../shared/config.js";
 import { type ErrorCode, validationError } from "../../shared/errors.js";
 import {
   awaitInvocation,

@@ -3,7 +3,6 @@ import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
 import { db } from "../db/knex.js";
 import { returnDailySpend, settleDailySpend } from "../identity/index.js";
 import { micros } from "../kernel/money.js";
-import { logger } from "../log.js";
 import { retryTransient } from "../money/index.js";
 import { providerAttempts } from "../observability/metrics.js";
 import type { QueuePayload } from "../queues.js";

@@ -193,9 +193,9 @@ export async function executeSandboxQuote(
       candidates: [],
     },
   };
-  let invocation: InvocationRow;
+  let _invocation: InvocationRow;
   try {
-    invocation = await retryTransient(() =>
+    _invocation = await retryTransient(() =>
       db().transaction(async (trx) => {
         const inserted = await insertInvocationWithJob(trx, row, "executions");
         if (!(await useQuote(trx, quote.id, invocationId))) throw new QuoteTaken();

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { checkListingInput, findListing, type ListingRow, requireListing } from "../catalog/index.js";
 import { authorizationUsed } from "../chain/eip3009.js";
-import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError, ERRORS, type ErrorCode, paidExecutionUnavailable } from "../errors.js";
 import { isUuid } from "../kernel/ids.js";
@@ -13,12 +12,9 @@ import {
   assertPaidExecutionEnabled,
   retryTransient,
 } from "../money/index.js";
-import { markJobSent } from "../outbox/index.js";
-import { enqueue } from "../queues.js";
 import {
   awaitInvocation,
   enqueueExecution,
-  findInvocation,
   findQuote,
   insertInvocationWithJob,
   type QuoteRow,
