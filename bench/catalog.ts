@@ -12,13 +12,15 @@ import {
 } from "./catalog/scenarios.js";
 import { admin, describeData, prepare } from "./catalog/seed.js";
 import { CONCURRENCY, DATABASE, LISTINGS, log, loud, SECONDS } from "./catalog/settings.js";
+import { fullAggregationScenario, seedHistory, statsScenario } from "./catalog/stats.js";
 import { resolvePostgresServer } from "./lib.js";
 
 /**
  * `npm run bench:catalog`: the two catalog queries at scale, called in-process through the real
  * shared/catalog/store/listings.ts functions against a seeded database of its own (no service, no HTTP):
  * searchListings (catalog search, search and registry lanes) and findActiveByTaskAlias (the execute
- * path's task-alias lookup). Prints latencies, throughput, row-count sanity and the plan of the
+ * path's task-alias lookup), and readListingStats (a listing page's counters over 200,000 invocations,
+ * beside the full aggregation it replaced). Prints latencies, throughput, row-count sanity and the plan of the
  * slowest query. A missed target is reported, not failed: this is a measurement, not a test.
  */
 
@@ -49,7 +51,8 @@ async function main(): Promise<void> {
     searchScenario(search, "registry", 100),
   ];
   const alias = aliasScenario(aliases);
-  const scenarios = [...searchLanes, alias];
+  const pages = await seedHistory(knex);
+  const scenarios = [...searchLanes, alias, statsScenario(pages), fullAggregationScenario(pages)];
   log(`queries: ${search.length} search terms, ${aliases.length} task aliases`);
   await preflight(knex, searchLanes, alias);
   for (const scenario of scenarios) await warmUp(knex, scenario);

@@ -243,6 +243,7 @@ export async function prepare(server: PostgresServer): Promise<Knex> {
   // Steady state: GIN pending lists flushed, visibility map set, fresh statistics.
   const started = performance.now();
   await knex.raw("vacuum (analyze) listings");
+  await knex.raw("vacuum (analyze) listing_search");
   await knex.raw("analyze agents");
   log(`vacuum analyze in ${fixed((performance.now() - started) / 1000, 1)} s`);
   return knex;
@@ -263,7 +264,8 @@ export async function describeData(knex: Knex): Promise<void> {
         count(distinct category) as categories,
         count(distinct lower(name)) as names,
         avg(cardinality(tags))::numeric(4, 2) as tags_per_listing,
-        pg_size_pretty(pg_total_relation_size('listings')) as size
+        pg_size_pretty(pg_total_relation_size('listings')) as size,
+        pg_size_pretty(pg_total_relation_size('listing_search')) as search_size
       from listings`)
   ).rows as Record<string, string>[];
   const [tagCount] = (await knex.raw("select count(distinct t) as n from listings, unnest(tags) t")).rows as {
@@ -272,7 +274,7 @@ export async function describeData(knex: Knex): Promise<void> {
   const indexes = (
     await knex.raw(`
       select indexrelname as name, pg_size_pretty(pg_relation_size(indexrelid)) as size
-      from pg_stat_user_indexes where relname = 'listings' order by pg_relation_size(indexrelid) desc`)
+      from pg_stat_user_indexes where relname in ('listings', 'listing_search') order by pg_relation_size(indexrelid) desc`)
   ).rows as { name: string; size: string }[];
   const c = counts!;
   log("Data");
@@ -283,7 +285,9 @@ export async function describeData(knex: Knex): Promise<void> {
       `${Number(c.names).toLocaleString("en")} distinct names, ${tagCount?.n} distinct tags ` +
       `(${c.tags_per_listing} per listing)`,
   );
-  log(`  listings table with indexes: ${c.size}`);
+  log(
+    `  listings table with indexes: ${c.size}; listing_search (the narrow search rows) with indexes: ${c.search_size}`,
+  );
   log(`  indexes: ${indexes.map((i) => `${i.name} ${i.size}`).join(", ")}`);
   log();
 }

@@ -29,7 +29,7 @@ export { changeListing, publishListing, retireOwnListing, sellerStatus } from ".
 export { downgradeStake, postStake, releaseStake, stakeView } from "./stake.js";
 export { activeListingIdsAfter, recordProbe } from "./store/health-probes.js";
 export type { RecentCallStats } from "./store/listing-stats.js";
-export { readRecentCallStats } from "./store/listing-stats.js";
+export { readListingStats, readRecentCallStats } from "./store/listing-stats.js";
 export type { Lane, ListingRow, ListingSearch, VerificationStatus } from "./store/listings.js";
 export {
   findActiveByTaskAlias,

@@ -1,46 +1,36 @@
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
+import { histogramPercentile } from "../latency-histogram.js";
 import { type ListingStats, NO_STATS } from "../listing-facts.js";
+import { ATTEMPT_BUCKET_SQL, foldListingStats } from "./listing-stats-fold.js";
 
 function num(value: unknown): number | null {
   return value === null || value === undefined ? null : Math.round(Number(value) * 10) / 10;
 }
 
+/** A listing whose live tail (invocations past its watermark) reaches this many rows is folded. */
+export const FOLD_AFTER_TAIL_ROWS = 200;
+
+const PAID = "status = 'succeeded' and price_micros > 0 and currency = 'USDC'";
+
 /**
- * Counters and latency for a page of listings, computed from invocations and attempts (two grouped
- * queries, whatever the page size). Refunds have no table yet, so refunded_paid_count is exactly 0.
- * "Paid" means paid in USDC: sandbox (tUSDC) calls count as calls, never as paid proof.
+ * Counters and latency for a page of listings: the folded part (listing_stats, listing_attempt_days)
+ * plus the live tail past each listing's watermark, read through the (listing_id, created_at) and
+ * (listing_id, started_at) indexes and the primary key (rows open at the last fold), so the cost is the
+ * tail's, not the history's. Counters are exact; p50/p95 come from a log histogram (±4.5 %, see
+ * latency-histogram.ts). A listing whose tail has grown past FOLD_AFTER_TAIL_ROWS is folded afterwards.
+ * Refunds have no table yet, so refunded_paid_count is exactly 0. "Paid" means paid in USDC: sandbox
+ * (tUSDC) calls count as calls, never as paid proof.
  */
 export async function readListingStats(q: Db, listingIds: string[]): Promise<Map<string, ListingStats>> {
   const stats = new Map(listingIds.map((id) => [id, { ...NO_STATS }]));
   if (listingIds.length === 0) return stats;
   const [invocations, attempts] = await Promise.all([
-    q.raw(
-      `select listing_id,
-              count(*) as total,
-              count(*) filter (where status = 'succeeded') as succeeded,
-              count(*) filter (where status = 'failed') as failed,
-              count(*) filter (where status = 'succeeded' and price_micros > 0 and currency = 'USDC') as paid_succeeded,
-              max(created_at) as last_invoked_at,
-              max(completed_at) filter (where status = 'succeeded' and price_micros > 0 and currency = 'USDC')
-                as last_paid_success_at
-         from invocations where listing_id = any(?::uuid[]) group by listing_id`,
-      [listingIds],
-    ),
-    q.raw(
-      `select listing_id,
-              count(*) as attempts,
-              count(*) filter (where status = 'succeeded') as succeeded,
-              avg(latency_ms) filter (where status = 'succeeded') as avg_latency,
-              percentile_cont(0.5) within group (order by latency_ms) filter (where status = 'succeeded') as p50,
-              percentile_cont(0.95) within group (order by latency_ms) filter (where status = 'succeeded') as p95
-         from invocation_attempts
-        where listing_id = any(?::uuid[]) and started_at > now() - interval '30 days'
-        group by listing_id`,
-      [listingIds],
-    ),
+    readInvocationCounters(q, listingIds),
+    readAttemptBuckets(q, listingIds),
   ]);
-  for (const row of invocations.rows) {
+  const toFold: string[] = [];
+  for (const row of invocations) {
     Object.assign(stats.get(row.listing_id)!, {
       total_invocations: Number(row.total),
       success_count: Number(row.succeeded),
@@ -49,17 +39,128 @@ export async function readListingStats(q: Db, listingIds: string[]): Promise<Map
       last_invoked_at: row.last_invoked_at,
       last_paid_success_at: row.last_paid_success_at,
     });
+    if (Number(row.tail_rows) >= FOLD_AFTER_TAIL_ROWS) toFold.push(row.listing_id);
   }
-  for (const row of attempts.rows) {
-    Object.assign(stats.get(row.listing_id)!, {
-      attempts_30d: Number(row.attempts),
-      successful_attempts_30d: Number(row.succeeded),
-      avg_latency_ms: num(row.avg_latency),
-      p50_latency_ms: num(row.p50),
-      p95_latency_ms: num(row.p95),
+  for (const [listingId, buckets] of attempts) {
+    let all = 0;
+    let succeeded = 0;
+    let timed = 0;
+    let latencySum = 0;
+    const histogram = new Map<number, number>();
+    for (const b of buckets) {
+      all += b.attempts;
+      if (b.bucket !== -1) succeeded += b.attempts;
+      if (b.bucket >= 0) {
+        timed += b.attempts;
+        latencySum += b.latency_sum;
+        histogram.set(b.bucket, b.attempts);
+      }
+    }
+    Object.assign(stats.get(listingId)!, {
+      attempts_30d: all,
+      successful_attempts_30d: succeeded,
+      avg_latency_ms: timed > 0 ? num(latencySum / timed) : null,
+      p50_latency_ms: num(histogramPercentile(histogram, 0.5)),
+      p95_latency_ms: num(histogramPercentile(histogram, 0.95)),
     });
   }
+  for (const listingId of toFold) await foldListingStats(q, listingId);
   return stats;
+}
+
+interface CounterRow {
+  listing_id: string;
+  total: string;
+  succeeded: string;
+  failed: string;
+  paid_succeeded: string;
+  last_invoked_at: Date | null;
+  last_paid_success_at: Date | null;
+  tail_rows: string;
+}
+
+/** Folded counters + the invocations created since the watermark + those open at the last fold. */
+async function readInvocationCounters(q: Db, listingIds: string[]): Promise<CounterRow[]> {
+  const result = await q.raw(
+    `select l.id as listing_id,
+            coalesce(s.total_invocations, 0) + t.total as total,
+            coalesce(s.success_count, 0) + t.succeeded as succeeded,
+            coalesce(s.failure_count, 0) + t.failed as failed,
+            coalesce(s.paid_success_count, 0) + t.paid_succeeded as paid_succeeded,
+            greatest(s.last_invoked_at, t.last_invoked_at) as last_invoked_at,
+            greatest(s.last_paid_success_at, t.last_paid_success_at) as last_paid_success_at,
+            t.total as tail_rows
+       from unnest(?::uuid[]) as l(id)
+       left join listing_stats s on s.listing_id = l.id
+       cross join lateral (
+         select count(*) as total,
+                count(*) filter (where status = 'succeeded') as succeeded,
+                count(*) filter (where status = 'failed') as failed,
+                count(*) filter (where ${PAID}) as paid_succeeded,
+                max(created_at) as last_invoked_at,
+                max(completed_at) filter (where ${PAID}) as last_paid_success_at
+           from (select status, price_micros, currency, created_at, completed_at from invocations i
+                  where i.listing_id = l.id and i.created_at >= coalesce(s.folded_before, '-infinity')
+                 union all
+                 select status, price_micros, currency, created_at, completed_at from invocations i
+                  where i.id = any(s.pending_invocation_ids) and i.created_at < s.folded_before) tail
+       ) t
+      where s.listing_id is not null or t.total > 0`,
+    [listingIds],
+  );
+  return result.rows as CounterRow[];
+}
+
+interface BucketRow {
+  bucket: number;
+  attempts: number;
+  latency_sum: number;
+}
+
+/**
+ * Attempts started in the last 30 days by latency bucket: folded days after the cut-off's UTC day,
+ * plus, read live, the folded attempts of the cut-off day still inside the window and the tail.
+ */
+async function readAttemptBuckets(q: Db, listingIds: string[]): Promise<Map<string, BucketRow[]>> {
+  const live = `select ${ATTEMPT_BUCKET_SQL} as bucket, latency_ms, status from invocation_attempts a`;
+  const result = await q.raw(
+    `with cut as (select now() - interval '30 days' as at,
+                         ((now() - interval '30 days') at time zone 'UTC')::date as day)
+     select listing_id, bucket::int as bucket, sum(attempts)::float8 as attempts,
+            sum(latency_sum)::float8 as latency_sum
+       from (select d.listing_id, d.bucket, d.attempts, d.latency_sum_ms as latency_sum
+               from listing_attempt_days d, cut
+              where d.listing_id = any(?::uuid[]) and d.day > cut.day
+             union all
+             select l.id, x.bucket, count(*), coalesce(sum(x.latency_ms) filter (where x.status = 'succeeded'), 0)
+               from unnest(?::uuid[]) as l(id)
+               cross join cut
+               left join listing_stats s on s.listing_id = l.id
+               cross join lateral (
+                 ${live}
+                  where s.listing_id is not null and a.listing_id = l.id and a.started_at > cut.at
+                    and a.started_at < least(((cut.day + 1)::timestamp at time zone 'UTC'), s.folded_before)
+                    and not (a.id = any(s.pending_attempt_ids))
+                 union all
+                 ${live}
+                  where a.listing_id = l.id and a.started_at > cut.at
+                    and a.started_at >= coalesce(s.folded_before, '-infinity')
+                 union all
+                 ${live}
+                  where a.id = any(s.pending_attempt_ids) and a.started_at > cut.at
+                    and a.started_at < s.folded_before
+               ) x
+              group by l.id, x.bucket) parts
+      group by listing_id, bucket`,
+    [listingIds, listingIds],
+  );
+  const byListing = new Map<string, BucketRow[]>();
+  for (const row of result.rows as (BucketRow & { listing_id: string })[]) {
+    const list = byListing.get(row.listing_id) ?? [];
+    list.push({ bucket: row.bucket, attempts: row.attempts, latency_sum: row.latency_sum });
+    byListing.set(row.listing_id, list);
+  }
+  return byListing;
 }
 
 /** Call outcomes over a listing's most recent calls: what ranking needs, at a bounded cost. */

@@ -342,30 +342,57 @@ function tsQuery(search: string): string | undefined {
 const MIN_SUBSTRING_LENGTH = 3;
 
 /**
+ * The lanes over listing_search, the narrow copy of the registry lane's listings (kept by a trigger,
+ * migrations/20261127000110): every row is in the registry lane, search_lane marks the search lane, and
+ * the featured cap counts the seller's earlier featured listings exactly as laneFilter does.
+ */
+function searchRowFilter(query: Knex.QueryBuilder, lane: Lane, featuredPerSeller: number): void {
+  const available = availableToolIds();
+  query.where((w) =>
+    available.length > 0
+      ? w.whereNull("s.tool_id").orWhereIn("s.tool_id", available)
+      : w.whereNull("s.tool_id"),
+  );
+  // A bare boolean, so the planner can prove the partial indexes' `where search_lane`.
+  if (lane !== "registry") query.whereRaw("s.search_lane");
+  if (lane === "featured") {
+    query.whereRaw("s.featured");
+    query.whereRaw(
+      `(select count(*) from listings earlier
+         where earlier.featured and earlier.status = 'active'
+           and earlier.seller_id is not distinct from s.seller_id
+           and (earlier.created_at, earlier.id) < (s.created_at, s.listing_id)) < ?`,
+      [featuredPerSeller],
+    );
+  }
+}
+
+/**
  * One catalog page and the total number of matches, in one round trip. Matching, ranking and counting
- * run over narrow rows (id, rank, featured, created_at); only the page's rows are then read in full.
+ * run over listing_search (id, vector, lane flags, featured, created_at: about half a listing's width),
+ * so a broad word's ~25,000 matches read half the pages; only the page's rows are then read in full.
  */
 export async function searchListings(
   q: Db,
   c: ListingSearch,
 ): Promise<{ rows: ListingRow[]; total: number }> {
   const ts = c.search ? tsQuery(c.search) : undefined;
-  const matches = q("listings").select(
-    "listings.id",
-    "listings.featured",
-    "listings.created_at",
-    ts ? q.raw("ts_rank(search_vector, to_tsquery('simple', ?)) as rank", [ts]) : q.raw("0::real as rank"),
+  const matches = q("listing_search as s").select(
+    "s.listing_id as id",
+    "s.featured",
+    "s.created_at",
+    ts ? q.raw("ts_rank(s.search_vector, to_tsquery('simple', ?)) as rank", [ts]) : q.raw("0::real as rank"),
   );
-  laneFilter(matches, c.lane, c.featuredPerSeller);
-  if (c.category) matches.where("listings.category", c.category.toLowerCase());
+  searchRowFilter(matches, c.lane, c.featuredPerSeller);
+  if (c.category) matches.where("s.category", c.category.toLowerCase());
   if (c.search) {
     const needle = c.search.trim().toLowerCase();
     const substring =
       needle.length >= MIN_SUBSTRING_LENGTH ? `%${needle.replace(/[\\%_]/g, (m) => `\\${m}`)}%` : undefined;
     if (!ts && !substring) return { rows: [], total: 0 };
     matches.where((w) => {
-      if (ts) w.whereRaw("search_vector @@ to_tsquery('simple', ?)", [ts]);
-      if (substring) w.orWhereRaw("lower(listings.name) like ?", [substring]);
+      if (ts) w.whereRaw("s.search_vector @@ to_tsquery('simple', ?)", [ts]);
+      if (substring) w.orWhereRaw("s.name_lower like ?", [substring]);
     });
   }
   const inner = matches.toSQL();

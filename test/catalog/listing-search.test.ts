@@ -1,0 +1,206 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { pick, rng } from "../../bench/catalog/random.js";
+import {
+  type Lane,
+  retireListing,
+  searchListings,
+  updateListing,
+} from "../../shared/catalog/store/listings.js";
+import { db } from "../../shared/db/knex.js";
+import { buildAgent, buildListing } from "../helpers/factories.js";
+
+// listing_search, the narrow copy catalog search matches and ranks over, kept by a trigger on listings:
+// it must hold exactly the registry lane's listings with their current vector, flags and order keys,
+// whatever writes them, and searching it must answer what the query over listings answered.
+
+const URL = "http://127.0.0.1:9/invoke";
+const REGISTRY = `l.status = 'active' and l.review_status = 'approved' and l.verification_status is distinct from 'failed'`;
+const SEARCH_LANE = `(l.verification_status in ('verified', 'reachable') or l.last_success_at is not null)`;
+
+/** What listing_search must hold for a listing, derived from listings alone (undefined: no row). */
+async function expectedRow(id: string) {
+  const { rows } = await db().raw(
+    `select l.id as listing_id, l.search_vector::text as search_vector, lower(l.name) as name_lower, l.category,
+            l.tool_id, l.seller_id, coalesce(${SEARCH_LANE}, false) as search_lane, l.featured, l.created_at
+       from listings l where l.id = ? and ${REGISTRY}`,
+    [id],
+  );
+  return rows[0];
+}
+
+async function actualRow(id: string) {
+  const { rows } = await db().raw(
+    `select listing_id, search_vector::text as search_vector, name_lower, category, tool_id, seller_id,
+            search_lane, featured, created_at
+       from listing_search where listing_id = ?`,
+    [id],
+  );
+  return rows[0];
+}
+
+async function expectInSync(id: string, present: boolean, searchLane?: boolean): Promise<void> {
+  const [expected, actual] = await Promise.all([expectedRow(id), actualRow(id)]);
+  expect(actual).toEqual(expected);
+  expect(actual !== undefined).toBe(present);
+  if (searchLane !== undefined) expect(actual?.search_lane).toBe(searchLane);
+}
+
+describe("listing_search stays in sync with listings", () => {
+  it("follows create, change, visibility changes, runtime proof and retirement", async () => {
+    const seller = await buildAgent("seller");
+    const listing = await buildListing({
+      endpointUrl: URL,
+      sellerId: seller.agentId,
+      name: "Sync probe one",
+    });
+    await expectInSync(listing.id, true, false);
+
+    // A change through the store (name, tags, category) reaches the vector, the name and the category.
+    const changed = await db().transaction((trx) =>
+      updateListing(
+        trx,
+        listing,
+        { name: "Renamed probe", tags: ["zebra-tag"], category: "renamed", version: "1.0.1" },
+        seller.agentId,
+      ),
+    );
+    await expectInSync(listing.id, true, false);
+    expect((await actualRow(listing.id)).search_vector).toContain("'zebra-tag'");
+
+    // Visibility: a verdict moves it into the search lane, failed takes it out of every lane.
+    await db()("listings").where({ id: listing.id }).update({ verification_status: "reachable" });
+    await expectInSync(listing.id, true, true);
+    await db()("listings").where({ id: listing.id }).update({ featured: true });
+    await expectInSync(listing.id, true, true);
+    await db()("listings").where({ id: listing.id }).update({ verification_status: "failed" });
+    await expectInSync(listing.id, false);
+    await db()("listings").where({ id: listing.id }).update({ verification_status: null });
+    await expectInSync(listing.id, true, false);
+    await db()("listings").where({ id: listing.id }).update({ review_status: "pending" });
+    await expectInSync(listing.id, false);
+    await db()("listings").where({ id: listing.id }).update({ review_status: "approved" });
+    await expectInSync(listing.id, true, false);
+
+    // Runtime proof (what the execute path's first success writes) and its later refreshes.
+    await db()("listings").where({ id: listing.id }).update({ last_success_at: db().fn.now() });
+    await expectInSync(listing.id, true, true);
+    await db()("listings")
+      .where({ id: listing.id })
+      .update({ last_success_at: db().raw("now() + interval '1 minute'") });
+    await expectInSync(listing.id, true, true);
+
+    expect(changed.version).toBe("1.0.1");
+    await retireListing(db(), listing.id);
+    await expectInSync(listing.id, false);
+  });
+
+  it("holds no row for a listing created retired or failed, and a row for a verified one", async () => {
+    const retired = await buildListing({ endpointUrl: URL, status: "retired" });
+    const failed = await buildListing({ endpointUrl: URL, verificationStatus: "failed" });
+    const verified = await buildListing({ endpointUrl: URL, verificationStatus: "verified" });
+    await expectInSync(retired.id, false);
+    await expectInSync(failed.id, false);
+    await expectInSync(verified.id, true, true);
+  });
+
+  it("rolls back with the writer's transaction", async () => {
+    const listing = await buildListing({ endpointUrl: URL });
+    await db()
+      .transaction(async (trx) => {
+        await trx("listings").where({ id: listing.id }).update({ status: "retired" });
+        throw new Error("abort");
+      })
+      .catch(() => undefined);
+    await expectInSync(listing.id, true, false);
+  });
+});
+
+/** The query searchListings ran over listings before listing_search (tool_id is null for these rows). */
+async function previousSearch(
+  lane: Lane,
+  category: string,
+  search: string,
+  ts: string,
+  limit: number,
+  offset: number,
+) {
+  const laneSql =
+    lane === "registry"
+      ? REGISTRY
+      : lane === "search"
+        ? `${REGISTRY} and ${SEARCH_LANE}`
+        : `${REGISTRY} and ${SEARCH_LANE} and l.featured and
+           (select count(*) from listings earlier
+             where earlier.featured and earlier.status = 'active'
+               and earlier.seller_id is not distinct from l.seller_id
+               and (earlier.created_at, earlier.id) < (l.created_at, l.id)) < 3`;
+  const { rows } = await db().raw(
+    `with m as materialized (
+       select l.id, l.featured, l.created_at, ts_rank(l.search_vector, to_tsquery('simple', ?)) as rank
+         from listings l
+        where ${laneSql} and l.category = ?
+          and (l.search_vector @@ to_tsquery('simple', ?) or lower(l.name) like ?))
+     select id, (select count(*) from m) as total from m
+      order by rank desc, featured desc, created_at, id limit ? offset ?`,
+    [ts, category, ts, `%${search}%`, limit, offset],
+  );
+  return {
+    ids: rows.map((r: { id: string }) => r.id),
+    total: rows.length ? Number(rows[0].total) : undefined,
+  };
+}
+
+describe("search over listing_search", () => {
+  it("answers what the query over listings answered: same page, order and total in every lane", async () => {
+    const rand = rng(2126);
+    const category = `cmp-${randomBytes(4).toString("hex")}`;
+    const words = ["alpha", "alphabet", "beta", "gamma", "delta", "deltoid", "omega"];
+    const sellers = [await buildAgent("seller"), await buildAgent("seller")];
+    for (let i = 0; i < 120; i++) {
+      const phrase = (n: number) => Array.from({ length: n }, () => pick(rand, words)).join(" ");
+      const listing = await buildListing({
+        endpointUrl: URL,
+        category,
+        name: `${phrase(2)} ${i}`,
+        description: `${phrase(1 + Math.floor(rand() * 12))} tool`,
+        tags: [pick(rand, words)],
+        featured: rand() < 0.3,
+        sellerId: pick(rand, sellers).agentId,
+        status: rand() < 0.1 ? "retired" : "active",
+        verificationStatus: pick(rand, [null, null, "verified", "reachable", "failed"] as const),
+      });
+      if (rand() < 0.2)
+        await db()("listings").where({ id: listing.id }).update({ last_success_at: db().fn.now() });
+    }
+    let compared = 0;
+    for (const lane of ["registry", "search", "featured"] as Lane[]) {
+      for (const [search, ts] of [
+        ["alpha", "alpha:*"],
+        ["delt", "delt:*"],
+        ["beta gamma", "beta:* & gamma:*"],
+        ["omega", "omega:*"],
+      ] as const) {
+        for (const [limit, offset] of [
+          [20, 0],
+          [7, 5],
+          [100, 0],
+        ] as const) {
+          const now = await searchListings(db(), {
+            search,
+            category,
+            lane,
+            limit,
+            offset,
+            featuredPerSeller: 3,
+          });
+          const before = await previousSearch(lane, category, search, ts, limit, offset);
+          expect(now.rows.map((r) => r.id)).toEqual(before.ids);
+          if (before.total !== undefined) expect(now.total).toBe(before.total);
+          compared += now.rows.length;
+        }
+      }
+    }
+    expect(compared).toBeGreaterThan(200);
+  });
+});
