@@ -1,13 +1,25 @@
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rng } from "../../bench/catalog/random.js";
 import type { ListingStats } from "../../shared/catalog/listing-facts.js";
 import { readListingStats } from "../../shared/catalog/store/listing-stats.js";
 import { foldListingStats } from "../../shared/catalog/store/listing-stats-fold.js";
-import { type Db, db } from "../../shared/db/knex.js";
+import { closeDb, type Db, db } from "../../shared/db/knex.js";
 import { buildAgent, buildListing } from "../helpers/factories.js";
+import { useOwnDatabase } from "../helpers/own-database.js";
 
 // The folded counters (listing_stats + listing_attempt_days + the live tail) against the full
-// aggregation over every invocation and attempt that readListingStats used to run on each read.
+// aggregation over every invocation and attempt that readListingStats used to run on each read. On a
+// database of its own: a fold's watermark waits for every open transaction of its database, and other
+// test files keep transactions open on the shared one.
+
+let own: Awaited<ReturnType<typeof useOwnDatabase>>;
+beforeAll(async () => {
+  own = await useOwnDatabase("stats");
+});
+afterAll(async () => {
+  await closeDb();
+  await own.drop();
+});
 
 const DAY = 86_400_000;
 

@@ -20,11 +20,13 @@ async function safeWatermark(trx: Knex.Transaction): Promise<Date | null> {
   const result = await trx.raw(
     `select least(clock_timestamp(),
                   (select min(a.xact_start) from pg_stat_activity a
-                    where a.backend_type = 'client backend' and a.pid <> pg_backend_pid())) as watermark,
+                    where a.backend_type = 'client backend' and a.pid <> pg_backend_pid()
+                      and a.datname = current_database())) as watermark,
             (select count(*) from pg_locks l join pg_stat_activity a on a.pid = l.pid
               where l.locktype = 'virtualxid' and l.granted and a.pid <> pg_backend_pid()
-                and a.backend_type = 'client backend' and a.xact_start is null)
-          + (select count(*) from pg_prepared_xacts) as unknown`,
+                and a.backend_type = 'client backend' and a.xact_start is null
+                and a.datname = current_database())
+          + (select count(*) from pg_prepared_xacts where database = current_database()) as unknown`,
   );
   const row = result.rows[0] as { watermark: Date; unknown: string };
   return Number(row.unknown) > 0 ? null : row.watermark;
