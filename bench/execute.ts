@@ -1,177 +1,191 @@
+import { mkdtempSync } from "node:fs";
+import os from "node:os";
+import { join } from "node:path";
 import { freePort } from "../shared/infra/free-port.js";
+import { findProfile, monotonicMicros, summariseProfile } from "./execute/cpu-profile.js";
+import { PAID_PRICE_USDC, retirePaidListings, setUpPaid } from "./execute/paid.js";
+import { type Peer, preflightPeer, startPeer } from "./execute/peer.js";
+import { type Group, type Pair, printRatios, printResults, type Result } from "./execute/report.js";
+import { type CountPlan, countRoundTrips } from "./execute/round-trips.js";
 import { runFallbackBench } from "./fallback.js";
 import {
+  analyzeDatabase,
+  drainExecutions,
+  ECHO_MESSAGE,
+  type EchoSpec,
   echoScenarios,
   fixed,
   guardChildren,
   log,
   loud,
-  type Measurement,
   measure,
+  measureGroups,
   preflightEcho,
   printMachine,
   register,
   reportFailures,
   reportOutput,
+  resetCircuits,
   resolveInfra,
   type Service,
   startService,
-  table,
   tallySince,
   waitForHealth,
   warmUp,
 } from "./lib.js";
 
 /**
- * `npm run bench:execute`: the cost of routing an echo through POST /api/execute (API → outbox →
- * BullMQ → worker → provider HTTP call → PostgreSQL → answer) against calling the echo provider
- * endpoint directly on the same service. Prints the numbers and the issue's targets; never fails on
- * a missed target, because it is a measurement, not a test. Then the "one fallback" scenario
- * (bench/fallback.ts): the latency a failed top-ranked provider adds. BENCH_SKIP_THROUGHPUT=1 runs only
- * that scenario.
+ * `npm run bench:execute`: what routing costs, against a peer, in one run. Back to back at c=1 and
+ * c=32: the Portkey OSS gateway proxying to a fake OpenAI-style provider (and that provider called
+ * directly), our first-party echo called directly and through POST /api/execute (free), and a paid
+ * execute on the dev chain's ledger path (and its loopback seller called directly). Prints one table,
+ * the CPU of each process group, the overheads and the issue's targets; then round trips per execute
+ * (bench/execute/round-trips.ts) and the "one fallback" scenario (bench/fallback.ts). Never fails on a
+ * missed target: it is a measurement, not a test.
+ *
+ * BENCH_SECONDS (default 10) per run; BENCH_DATABASE / BENCH_QUEUE_PREFIX (default agentmarket_bench,
+ * {ambench}) place it beside another checkout's run; BENCH_SKIP_THROUGHPUT=1 runs only the fallback scenario;
+ * BENCH_ROUND_TRIPS=0 skips the counting; BENCH_CPU_PROFILE=1 profiles the service under the c=32 free
+ * execute alone (bench/execute/cpu-profile.ts).
  */
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const SKIP_THROUGHPUT = process.env.BENCH_SKIP_THROUGHPUT === "1";
+const COUNT_ROUND_TRIPS = process.env.BENCH_ROUND_TRIPS !== "0";
+const CPU_PROFILE = process.env.BENCH_CPU_PROFILE === "1";
 const CONNECTIONS = [1, 32] as const;
 const WARM_UP_REQUESTS = 200;
-const HEALTH_TIMEOUT_MS = 60_000;
-const TARGET_OVERHEAD_MS = 3;
-const TARGET_EXECUTES_PER_S = 1000;
+const HEALTH_TIMEOUT_MS = 90_000;
+const COUNT_FREE = 200;
+const COUNT_PAID = 100;
 
-let service: Service | undefined;
+const children: Service[] = [];
 
-function printResults(results: Measurement[]): void {
-  log("Results (latency and throughput count 200 answers only)");
-  log(
-    table(
-      ["scenario", "connections", "p50 ms", "p99 ms", "requests/s", "non-2xx", "non-200 2xx", "errors"],
-      results.map((m) => [
-        m.scenario,
-        String(m.connections),
-        fixed(m.p50Ms),
-        fixed(m.p99Ms),
-        fixed(m.okPerSecond, 0),
-        String(m.non2xx),
-        String(m.other2xx),
-        String(m.errors),
-      ]),
-    ),
-  );
-  log();
-  log("CPU during each run, in cores (machine busy % is across all cores)");
-  log(
-    table(
-      [
-        "scenario",
-        "connections",
-        "service",
-        "of it kernel",
-        "service ms/req",
-        "postgres",
-        "redis",
-        "bench client",
-        "other",
-        "machine busy %",
-      ],
-      results.map((m) => [
-        m.scenario,
-        String(m.connections),
-        fixed(m.cpu.service),
-        fixed(m.cpu.serviceSys),
-        fixed((1000 * m.cpu.service) / m.okPerSecond, 3),
-        fixed(m.cpu.postgres),
-        fixed(m.cpu.redis),
-        fixed(m.cpu.bench),
-        fixed(m.cpu.other),
-        fixed(m.cpu.machineBusyPct, 0),
-      ]),
-    ),
-  );
-  reportNeighbours(results);
-  log();
-}
-
-/** CPU taken by processes outside the benchmark makes its numbers lower than the machine can do. */
-function reportNeighbours(results: Measurement[]): void {
-  for (const m of results) {
-    if (m.cpu.other < 0.2) continue;
-    const who =
-      m.cpu.busiestOthers.map((o) => `${o.comm} ${fixed(o.cores)}`).join(", ") ||
-      "short-lived processes or the kernel";
-    loud(`${m.scenario} c=${m.connections}: ${fixed(m.cpu.other)} cores used outside the bench (${who})`);
-  }
-}
-
-function find(results: Measurement[], scenario: string, connections: number): Measurement {
-  const m = results.find((r) => r.scenario === scenario && r.connections === connections);
-  if (!m) throw new Error(`no measurement for ${scenario} c=${connections}`);
-  return m;
-}
-
-function printRatios(results: Measurement[], direct: string, execute: string): void {
-  const d1 = find(results, direct, 1);
-  const e1 = find(results, execute, 1);
-  const d32 = find(results, direct, 32);
-  const e32 = find(results, execute, 32);
-  const overhead = e1.p50Ms - d1.p50Ms;
-  const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
-  log("Measured in this run");
-  log(`  router p50 overhead over direct at c=1: ${fixed(overhead)} ms (${fixed(e1.p50Ms / d1.p50Ms, 1)}×)`);
-  log(`  router throughput at c=32: ${fixed(e32.okPerSecond, 0)} executes/s`);
-  log(`  router/direct throughput at c=32: ${fixed(e32.okPerSecond / d32.okPerSecond, 3)}`);
-  log();
-  log("Targets from the issue: router p50 overhead ≤ 3 ms at c=1; ≥ 1,000 executes/s at c=32");
-  log(
-    `  ${verdict(overhead <= TARGET_OVERHEAD_MS)}  p50 overhead ${fixed(overhead)} ms ≤ ${TARGET_OVERHEAD_MS} ms`,
-  );
-  log(
-    `  ${verdict(e32.okPerSecond >= TARGET_EXECUTES_PER_S)}  ${fixed(e32.okPerSecond, 0)} executes/s ≥ ` +
-      `${TARGET_EXECUTES_PER_S.toLocaleString("en")}`,
-  );
-}
-
-/** The echo measurements: direct against routed, at 1 and 32 connections. */
-async function measureEcho(svc: Service, apiKey: string): Promise<void> {
-  const { direct, execute } = echoScenarios(svc.baseUrl, apiKey);
-  await preflightEcho([direct, execute]);
-  for (const spec of [direct, execute]) await warmUp({ ...spec, connections: 4 }, WARM_UP_REQUESTS);
-
-  const results: Measurement[] = [];
-  for (const spec of [direct, execute]) {
-    for (const connections of CONNECTIONS) {
+/** Every scenario, c=1 then c=32, so that each routed run and its direct call are back to back. */
+async function measureAll(specs: readonly EchoSpec[], groups: Record<Group, number[]>): Promise<Result[]> {
+  for (const spec of specs) await warmUp({ ...spec, connections: 4 }, WARM_UP_REQUESTS);
+  const results: Result[] = [];
+  for (const connections of CONNECTIONS) {
+    for (const spec of specs) {
       log(`measuring ${spec.scenario} at c=${connections} for ${SECONDS} s…`);
-      results.push(await measure({ ...spec, connections, seconds: SECONDS }, svc.pid));
+      results.push(await measureGroups({ ...spec, connections, seconds: SECONDS }, groups));
     }
   }
   log();
-  printResults(results);
-  const failed = results.map((m) => reportFailures(m)).some(Boolean);
-  if (failed) {
-    loud("THIS BENCHMARK SAW ERRORS: the numbers above do not describe a healthy service.");
-    log();
-  }
-  printRatios(results, direct.scenario, execute.scenario);
-  log();
+  return results;
 }
 
-async function run(): Promise<void> {
-  if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
-  const infra = await resolveInfra();
-  printMachine(infra, [`${SECONDS} s per run, ${WARM_UP_REQUESTS} warm-up requests per scenario`]);
-  // Loopback sellers of the fallback scenario must be callable: the public-address rule would refuse them.
-  service = startService(await freePort(), { ...infra.env, OUTBOUND_ALLOWLIST: "127.0.0.1" });
+async function startBenchService(env: Record<string, string>, nodeArgs: string[] = []): Promise<Service> {
+  const service = startService(await freePort(), env, undefined, nodeArgs);
+  children.push(service);
   log(`starting the service (pid ${service.pid}) on ${service.baseUrl}…`);
   const startedAt = performance.now();
   await waitForHealth(service, HEALTH_TIMEOUT_MS);
   log(`healthy after ${fixed((performance.now() - startedAt) / 1000, 1)} s`);
+  return service;
+}
 
+/** BENCH_CPU_PROFILE=1: the c=32 free execute alone, under --cpu-prof, summarised over its window. */
+async function runProfile(env: Record<string, string>): Promise<void> {
+  const dir = mkdtempSync(join(os.tmpdir(), "agentmarket-cpu-prof-"));
+  const service = await startBenchService(env, ["--cpu-prof", `--cpu-prof-dir=${dir}`]);
+  const apiKey = await register(service.baseUrl);
+  const { execute } = echoScenarios(service.baseUrl, apiKey);
+  await preflightEcho([execute]);
+  await warmUp({ ...execute, connections: 4 }, WARM_UP_REQUESTS);
+  if (env.DATABASE_URL) await analyzeDatabase(env.DATABASE_URL);
+  log(`profiling ${execute.scenario} at c=32 for ${SECONDS} s…`);
+  const from = monotonicMicros();
+  const m = await measure({ ...execute, connections: 32, seconds: SECONDS }, service.pid);
+  const to = monotonicMicros();
+  log(
+    `  ${fixed(m.okPerSecond, 0)} executes/s, p50 ${fixed(m.p50Ms)} ms, p99 ${fixed(m.p99Ms)} ms, ` +
+      `service ${fixed(m.cpu.service)} cores`,
+  );
+  reportFailures(m);
+  if (env.REDIS_URL) await drainExecutions(env);
+  log("stopping the service with SIGTERM so that it writes its profile…");
+  await service.stop();
+  const path = findProfile(dir);
+  if (!path) throw new Error(`no .cpuprofile in ${dir}: did the service exit cleanly?`);
+  summariseProfile(path, from, to);
+}
+
+async function run(): Promise<void> {
+  if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
+  // Its own database and queue prefix when asked, to run beside another checkout's bench:execute.
+  const infra = await resolveInfra(process.env, {
+    database: process.env.BENCH_DATABASE ?? "agentmarket_bench",
+    queuePrefix: process.env.BENCH_QUEUE_PREFIX ?? "{ambench}",
+  });
+  const databaseUrl = infra.env.DATABASE_URL;
+  printMachine(infra, [`${SECONDS} s per run, ${WARM_UP_REQUESTS} warm-up requests per scenario`]);
+  await resetCircuits(infra.env);
+  // Loopback sellers (the paid listing's, the fallback scenario's) must be callable.
+  const env = { ...infra.env, OUTBOUND_ALLOWLIST: "127.0.0.1" };
+  if (CPU_PROFILE) return runProfile(env);
+  // The dev chain opens the paid gate: a local EVM in the service process, mining a block a second.
+  const service = await startBenchService({ ...env, DEV_CHAIN: "1", DEV_CHAIN_PORT: "0" });
   const apiKey = await register(service.baseUrl);
   const linesBefore = service.lineCount();
-  if (SKIP_THROUGHPUT) log("BENCH_SKIP_THROUGHPUT=1: echo measurements skipped");
-  else await measureEcho(service, apiKey);
 
-  const databaseUrl = infra.env.DATABASE_URL;
+  if (SKIP_THROUGHPUT) log("BENCH_SKIP_THROUGHPUT=1: the peer, echo and paid measurements skipped");
+  else {
+    const peer: Peer = await startPeer((child) => children.push(child));
+    log(`peer: Portkey (pid ${peer.portkey.pid}), fake provider and seller (pid ${peer.upstream.pid})`);
+    await preflightPeer(peer);
+    const { direct, execute } = echoScenarios(service.baseUrl, apiKey);
+    await preflightEcho([direct, execute]);
+    const paid = databaseUrl ? await setUpPaid(service.baseUrl, databaseUrl, peer.sellerUrl) : undefined;
+    if (!paid)
+      loud(
+        "the paid execute is skipped: it inserts its listing into the service's database, whose address " +
+          "the bench does not know with the embedded PostgreSQL (set BENCH_DATABASE_URL)",
+      );
+    const specs = [peer.direct, peer.routed, direct, execute, ...(paid ? [paid.direct, paid.execute] : [])];
+    if (databaseUrl) await analyzeDatabase(databaseUrl);
+    const groups = { service: [service.pid], upstream: [peer.upstream.pid], portkey: [peer.portkey.pid] };
+    const results = await measureAll(specs, groups);
+    printResults(results);
+    if (results.map((m) => reportFailures(m)).some(Boolean)) {
+      loud("THIS BENCHMARK SAW ERRORS: the numbers above do not describe healthy services.");
+      log();
+    }
+    const pairs: Pair[] = [{ name: "free", direct: direct.scenario, routed: execute.scenario }];
+    if (paid) pairs.push({ name: "paid", direct: paid.direct.scenario, routed: paid.execute.scenario });
+    printRatios(
+      results,
+      { name: "Portkey", direct: peer.direct.scenario, routed: peer.routed.scenario },
+      pairs,
+    );
+
+    if (COUNT_ROUND_TRIPS && databaseUrl) {
+      if (infra.env.REDIS_URL) await drainExecutions(infra.env);
+      const echoed = (json: any) => json?.output?.echo?.message === ECHO_MESSAGE;
+      const plans: CountPlan[] = [
+        { label: "free execute (echo)", spec: execute, requests: COUNT_FREE, check: echoed },
+      ];
+      if (paid)
+        plans.push({
+          label: `paid execute (${PAID_PRICE_USDC} USDC)`,
+          spec: paid.execute,
+          requests: COUNT_PAID,
+          check: (json) => echoed(json) && json?.cost?.charged === true,
+        });
+      const ctx = {
+        baseUrl: service.baseUrl,
+        servicePid: service.pid,
+        databaseUrl,
+        redisUrl: infra.env.REDIS_URL,
+      };
+      await countRoundTrips(ctx, plans);
+    } else if (COUNT_ROUND_TRIPS)
+      loud("round trips: skipped, the embedded PostgreSQL's address is not known (set BENCH_DATABASE_URL)");
+    if (databaseUrl) await retirePaidListings(databaseUrl);
+    // The paid seller lives in the upstream process: stopped once nothing calls it any more.
+    await Promise.all([peer.portkey.stop(), peer.upstream.stop()]);
+  }
+
   if (databaseUrl) await runFallbackBench({ baseUrl: service.baseUrl, apiKey, databaseUrl, log, loud });
   else
     loud(
@@ -182,20 +196,21 @@ async function run(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  guardChildren(() => (service ? [service] : []));
+  guardChildren(() => children);
   try {
     await run();
   } catch (error) {
     loud(`benchmark failed: ${(error as Error).message}`);
-    const tail = service?.lines() ?? [];
-    if (tail.length > 0) {
-      log("last lines from the service:");
+    for (const child of children) {
+      const tail = child.lines();
+      if (tail.length === 0) continue;
+      log(`last lines from pid ${child.pid}:`);
       for (const line of tail.slice(-30)) log(`  ${line}`);
     }
     process.exitCode = 1;
   } finally {
-    await service?.stop();
-    service = undefined;
+    await Promise.all(children.map((child) => child.stop()));
+    children.length = 0;
   }
   // Keep-alive sockets and timers from the load generator must not hold the process open.
   process.exit(process.exitCode ?? 0);

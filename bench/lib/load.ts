@@ -1,5 +1,5 @@
 import autocannon from "autocannon";
-import { type CpuUse, startCpuMeter } from "./cpu.js";
+import { type CpuUse, type GroupCpuUse, startCpuMeter, startGroupCpuMeter } from "./cpu.js";
 
 // Load: autocannon runs with latencies and throughput, and warm-up before measuring.
 
@@ -66,6 +66,20 @@ export function runAutocannon(
  */
 export async function measure(spec: LoadSpec, servicePid: number): Promise<Measurement> {
   const meter = startCpuMeter(servicePid);
+  const result = await measureAcross([spec]);
+  return { ...result, cpu: meter.stop() };
+}
+
+export interface GroupMeasurement<G extends string> extends LoadResult {
+  cpu: GroupCpuUse<G>;
+}
+
+/** One scenario with the CPU of named process groups (the service, an upstream, a peer gateway…). */
+export async function measureGroups<G extends string>(
+  spec: LoadSpec,
+  groups: Record<G, readonly number[]>,
+): Promise<GroupMeasurement<G>> {
+  const meter = startGroupCpuMeter(groups);
   const result = await measureAcross([spec]);
   return { ...result, cpu: meter.stop() };
 }

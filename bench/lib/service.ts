@@ -48,6 +48,8 @@ export interface ChildSpec {
   /** The script under dist/, relative to the repository root (e.g. "dist/api/main.js"). */
   script: string;
   args?: string[];
+  /** Node's own flags, before the script (e.g. --cpu-prof). */
+  nodeArgs?: string[];
   /** Where its HTTP API listens, if it has one (baseUrl is empty otherwise). */
   port?: number;
   /** Merged over the bench's environment, after the OVERRIDDEN variables are removed. */
@@ -61,8 +63,9 @@ export function startService(
   port: number,
   extraEnv: Record<string, string>,
   onLine?: (line: string) => void,
+  nodeArgs: string[] = [],
 ): Service {
-  return startChild({ script: ALL_IN_ONE, port, env: extraEnv, onLine });
+  return startChild({ script: ALL_IN_ONE, port, env: extraEnv, onLine, nodeArgs });
 }
 
 /**
@@ -75,12 +78,16 @@ export function startChild(spec: ChildSpec): Service {
   Object.assign(env, spec.env, { HOST: "127.0.0.1", LOG_LEVEL: "warn" });
   if (spec.port !== undefined) env.PORT = String(spec.port);
   const script = isAbsolute(spec.script) ? spec.script : join(REPO_ROOT, spec.script);
-  const child: ChildProcess = spawn(process.execPath, [script, ...(spec.args ?? [])], {
-    cwd: REPO_ROOT,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [...(spec.nodeArgs ?? []), script, ...(spec.args ?? [])],
+    {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    },
+  );
   const lines: string[] = [];
   let lineCount = 0;
   const keep = (line: string) => {

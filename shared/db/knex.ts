@@ -1,5 +1,6 @@
 import knexFactory, { type Knex } from "knex";
 import { getConfig } from "../config.js";
+import { dbStatements } from "../observability/metrics.js";
 
 let instance: Knex | undefined;
 
@@ -15,6 +16,7 @@ export function db(): Knex {
       pool: { min: 0, max: databasePoolMax },
       acquireConnectionTimeout: 10000,
     });
+    instance.on("query", () => dbStatements.inc());
   }
   return instance;
 }

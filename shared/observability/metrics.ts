@@ -49,6 +49,17 @@ export const providerAttempts = new Counter({
   registers: [registry],
 });
 
+/**
+ * Every statement this process sends through knex (its "query" event, transaction BEGIN/COMMIT
+ * included), unlabelled so that counting costs one increment: `bench:execute` divides it by the
+ * executes it ran to print statements per execute.
+ */
+export const dbStatements = new Counter({
+  name: "agentmarket_db_statements_total",
+  help: "PostgreSQL statements sent through knex by this process (transaction control included)",
+  registers: [registry],
+});
+
 /** Times a worker's finished jobs (a job moved back to delayed to wait is neither). */
 export function observeJobs(worker: {
   name: string;

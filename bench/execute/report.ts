@@ -1,0 +1,122 @@
+import { fixed, type GroupMeasurement, log, loud, table } from "../lib.js";
+
+// The table and the ratios of `npm run bench:execute`: ours against the peer gateway, free and paid.
+
+export type Group = "service" | "upstream" | "portkey";
+export type Result = GroupMeasurement<Group>;
+
+/** The issue's targets (performance issue, item 1). */
+export const TARGETS = {
+  overheadMs: 2,
+  overheadVsPeer: 2,
+  p99Ms: 10,
+  throughputVsPeer: 1,
+} as const;
+
+/** A routed scenario and the direct call it is compared with. */
+export interface Pair {
+  name: string;
+  direct: string;
+  routed: string;
+}
+
+export function printResults(results: readonly Result[]): void {
+  log("Results (latency and throughput count 200 answers only)");
+  log(
+    table(
+      ["scenario", "c", "p50 ms", "p99 ms", "requests/s", "non-2xx", "non-200 2xx", "errors"],
+      results.map((m) => [
+        m.scenario,
+        String(m.connections),
+        fixed(m.p50Ms),
+        fixed(m.p99Ms),
+        fixed(m.okPerSecond, 0),
+        String(m.non2xx),
+        String(m.other2xx),
+        String(m.errors),
+      ]),
+    ),
+  );
+  log();
+  log("CPU during each run, in cores (machine busy % is across all cores)");
+  log(
+    table(
+      [
+        "scenario",
+        "c",
+        "service",
+        "upstream",
+        "portkey",
+        "postgres",
+        "redis",
+        "bench client",
+        "other",
+        "busy %",
+      ],
+      results.map((m) => [
+        m.scenario,
+        String(m.connections),
+        fixed(m.cpu.groups.service.cores),
+        fixed(m.cpu.groups.upstream.cores),
+        fixed(m.cpu.groups.portkey.cores),
+        fixed(m.cpu.postgres),
+        fixed(m.cpu.redis),
+        fixed(m.cpu.bench),
+        fixed(m.cpu.other),
+        fixed(m.cpu.machineBusyPct, 0),
+      ]),
+    ),
+  );
+  for (const m of results) {
+    if (m.cpu.other < 0.2) continue;
+    const who =
+      m.cpu.busiestOthers.map((o) => `${o.comm} ${fixed(o.cores)}`).join(", ") ||
+      "short-lived processes or the kernel";
+    loud(`${m.scenario} c=${m.connections}: ${fixed(m.cpu.other)} cores used outside the bench (${who})`);
+  }
+  log();
+}
+
+function find(results: readonly Result[], scenario: string, connections: number): Result {
+  const m = results.find((r) => r.scenario === scenario && r.connections === connections);
+  if (!m) throw new Error(`no measurement for ${scenario} c=${connections}`);
+  return m;
+}
+
+const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
+
+/** Overheads at c=1, ours against the peer, and the issue's targets for each of ours. */
+export function printRatios(results: readonly Result[], peer: Pair, ours: readonly Pair[]): void {
+  const overhead = (pair: Pair) => find(results, pair.routed, 1).p50Ms - find(results, pair.direct, 1).p50Ms;
+  const peerOverhead = overhead(peer);
+  const peer32 = find(results, peer.routed, 32).okPerSecond;
+  log("Overhead at c=1: p50(routed) − p50(its direct call)");
+  for (const pair of [peer, ...ours])
+    log(
+      `  ${pair.name.padEnd(12)} ${fixed(overhead(pair)).padStart(7)} ms  (${pair.routed} − ${pair.direct})`,
+    );
+  log();
+  log(
+    `Targets from the issue: overhead p50 ≤ ${TARGETS.overheadMs} ms and ≤ ${TARGETS.overheadVsPeer}× the peer's; ` +
+      `p99 ≤ ${TARGETS.p99Ms} ms at c=1; throughput at c=32 ≥ ${TARGETS.throughputVsPeer}× the peer's`,
+  );
+  for (const pair of ours) {
+    const o = overhead(pair);
+    const vsPeer = o / peerOverhead;
+    const p99 = find(results, pair.routed, 1).p99Ms;
+    const rate = find(results, pair.routed, 32).okPerSecond;
+    const rateVsPeer = rate / peer32;
+    log(`  ${pair.name}`);
+    log(`    ${verdict(o <= TARGETS.overheadMs)}  overhead ${fixed(o)} ms ≤ ${TARGETS.overheadMs} ms`);
+    log(
+      `    ${verdict(vsPeer <= TARGETS.overheadVsPeer)}  overhead ours/Portkey ${fixed(o)} / ${fixed(peerOverhead)} ms ` +
+        `= ${fixed(vsPeer, 1)}× ≤ ${TARGETS.overheadVsPeer}×`,
+    );
+    log(`    ${verdict(p99 <= TARGETS.p99Ms)}  p99 at c=1 ${fixed(p99)} ms ≤ ${TARGETS.p99Ms} ms`);
+    log(
+      `    ${verdict(rateVsPeer >= TARGETS.throughputVsPeer)}  throughput at c=32 ours/Portkey ` +
+        `${fixed(rate, 0)} / ${fixed(peer32, 0)} /s = ${fixed(rateVsPeer, 2)}× ≥ ${TARGETS.throughputVsPeer}×`,
+    );
+  }
+  log();
+}
