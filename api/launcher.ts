@@ -9,10 +9,11 @@
 // a killed launcher leaves nothing behind. The exit code is the service's.
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { SERVICE_NODE_FLAGS } from "../shared/infra/node-flags.js";
 
 const SERVICE = fileURLToPath(new URL("./all-in-one.js", import.meta.url));
 
-const service = spawn(process.execPath, [SERVICE], {
+const service = spawn(process.execPath, [...SERVICE_NODE_FLAGS, SERVICE], {
   detached: true,
   stdio: ["ignore", "inherit", "inherit", "ipc"],
 });

@@ -11,15 +11,18 @@ export interface ProcfileCommand {
   /** The entry point, relative to the repository root (e.g. "dist/api/main.js"). */
   script: string;
   args: string[];
+  /** Node flags before the script (the Procfile's SERVICE_NODE_FLAGS). */
+  nodeArgs: string[];
 }
 
 /** The Procfile's `name: node <script> <args…>` lines by name. */
 export function readProcfile(path = PROCFILE): Map<string, ProcfileCommand> {
   const commands = new Map<string, ProcfileCommand>();
   for (const line of readFileSync(path, "utf8").split("\n")) {
-    const match = /^([\w-]+):\s*node\s+(\S+)(.*)$/.exec(line.trim());
+    const match = /^([\w-]+):\s*node((?:\s+--\S+)*)\s+(\S+)(.*)$/.exec(line.trim());
     if (!match) continue;
-    commands.set(match[1]!, { script: match[2]!, args: match[3]!.trim().split(/\s+/).filter(Boolean) });
+    const words = (text: string) => text.trim().split(/\s+/).filter(Boolean);
+    commands.set(match[1]!, { nodeArgs: words(match[2]!), script: match[3]!, args: words(match[4]!) });
   }
   return commands;
 }

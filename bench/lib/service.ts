@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { isAbsolute, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { SERVICE_NODE_FLAGS } from "../../shared/infra/node-flags.js";
 import { LineTally } from "./output.js";
 
 // The service under test: the all-in-one process, or the Procfile's processes, started as children
@@ -58,14 +59,23 @@ export interface ChildSpec {
   onLine?: (line: string) => void;
 }
 
-/** The all-in-one service (API and every worker in one process), the subject of most benchmarks. */
+/**
+ * The all-in-one service (API and every worker in one process), the subject of most benchmarks, with
+ * the node flags npm start gives it.
+ */
 export function startService(
   port: number,
   extraEnv: Record<string, string>,
   onLine?: (line: string) => void,
   nodeArgs: string[] = [],
 ): Service {
-  return startChild({ script: ALL_IN_ONE, port, env: extraEnv, onLine, nodeArgs });
+  return startChild({
+    script: ALL_IN_ONE,
+    port,
+    env: extraEnv,
+    onLine,
+    nodeArgs: [...SERVICE_NODE_FLAGS, ...nodeArgs],
+  });
 }
 
 /**

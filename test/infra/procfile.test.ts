@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { SERVICE_NODE_FLAGS } from "../../shared/infra/node-flags.js";
 import { QUEUE_NAMES } from "../../shared/queue-names.js";
 import { QUEUES } from "../../shared/queues.js";
 import { WORKERS } from "../../workers/registry.js";
@@ -18,6 +19,9 @@ function readProcfile(): Map<string, string> {
   return processes;
 }
 
+/** Service processes run with the flags npm start gives the all-in-one process (shared/infra/node-flags.ts). */
+const NODE = ["node", ...SERVICE_NODE_FLAGS].join(" ");
+
 const sorted = (values: Iterable<string>) => [...values].sort();
 
 describe("Procfile", () => {
@@ -29,11 +33,12 @@ describe("Procfile", () => {
   });
 
   it("runs each queue's worker with the queue's own name", () => {
-    for (const queue of QUEUE_NAMES) expect(processes.get(queue)).toBe(`node dist/workers/main.js ${queue}`);
+    for (const queue of QUEUE_NAMES)
+      expect(processes.get(queue)).toBe(`${NODE} dist/workers/main.js ${queue}`);
   });
 
   it("runs the API as web", () => {
-    expect(processes.get("web")).toBe("node dist/api/main.js");
+    expect(processes.get("web")).toBe(`${NODE} dist/api/main.js`);
   });
 
   it("migrates on release", () => {
