@@ -132,6 +132,11 @@ export async function getQueueEvents(name: QueueName): Promise<QueueEvents> {
   return queueEvents;
 }
 
+/** Whether a request of this process is waiting for this job's end (watchJob). */
+export function isWatched(name: QueueName, jobId: string): boolean {
+  return watchers.has(`${name}:${jobId}`);
+}
+
 /** A wait for one job's end: true when it completed or failed in time, false at the deadline. */
 export interface JobWatch {
   ended: Promise<boolean>;

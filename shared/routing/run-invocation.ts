@@ -7,6 +7,7 @@ import { retryTransient } from "../money/index.js";
 import { providerAttempts } from "../observability/metrics.js";
 import type { QueuePayload } from "../queues.js";
 import { openCall } from "./call-gate.js";
+import { offerCompletion } from "./completions.js";
 import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
 import { callProvider, MAX_PROVIDER_LATENCY_MS, type ProviderResult } from "./provider-call.js";
 import {
@@ -123,13 +124,20 @@ async function succeed(
     evidence: { ...result.evidence, listing_id: target.id, provider_name: target.name },
   };
   const held = micros(invocation.hold_micros);
+  if (invocation.route !== "x402" && held === 0n) {
+    // Free work: one autocommitted statement, whose summary is final and may answer a local waiter.
+    const summary = await recordSuccess(db(), record);
+    if (!summary) return "already_finished";
+    offerCompletion(summary);
+    return "succeeded";
+  }
   let edgePaymentId: string | undefined;
   const receiptId =
     invocation.route === "x402"
       ? // Paid on chain, not from a hold: the settlement is queued in the same transaction as the result.
         await retryTransient(() =>
           db().transaction(async (trx) => {
-            const id = await recordSuccess(trx, record);
+            const id = (await recordSuccess(trx, record))?.receipt_id;
             if (id) {
               edgePaymentId = await edge.recordServed(trx, invocation.id, {
                 attemptId,
@@ -141,27 +149,25 @@ async function succeed(
             return id;
           }),
         )
-      : held === 0n
-        ? await recordSuccess(db(), record)
-        : await retryTransient(() =>
-            db().transaction(async (trx) => {
-              const id = await recordSuccess(trx, record);
-              if (id) {
-                await settleSuccess(trx, {
-                  invocation,
-                  attemptId,
-                  receiptId: id,
-                  listingId: target.id,
-                  sellerAgentId: target.seller_id,
-                  priceMicros: price,
-                  holdMicros: held,
-                  providerEvidence: { ...result.evidence },
-                });
-                await settleDailySpend(trx, invocation.id, price);
-              }
-              return id;
-            }),
-          );
+      : await retryTransient(() =>
+          db().transaction(async (trx) => {
+            const id = (await recordSuccess(trx, record))?.receipt_id;
+            if (id) {
+              await settleSuccess(trx, {
+                invocation,
+                attemptId,
+                receiptId: id,
+                listingId: target.id,
+                sellerAgentId: target.seller_id,
+                priceMicros: price,
+                holdMicros: held,
+                providerEvidence: { ...result.evidence },
+              });
+              await settleDailySpend(trx, invocation.id, price);
+            }
+            return id;
+          }),
+        );
   if (edgePaymentId) await edge.settleAfterCommit(edgePaymentId);
   return receiptId ? "succeeded" : "already_finished";
 }

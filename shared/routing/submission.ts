@@ -21,6 +21,7 @@ import { markJobSent } from "../outbox/index.js";
 import { enqueue, type JobWatch, watchJob } from "../queues.js";
 import { needsApproval, requestApproval } from "./approvals/approvals.js";
 import { openCircuits } from "./circuits.js";
+import { takeCompletion } from "./completions.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
 import { holdForInvocation } from "./paid-invocations.js";
 import { notInvocable, quoteNotUsable, quoteToPay } from "./quotes.js";
@@ -408,5 +409,5 @@ export async function awaitInvocation(
   completion: JobWatch | undefined,
 ): Promise<InvocationSummary> {
   if (completion) await completion.ended;
-  return (await findInvocationSummary(db(), invocationId))!;
+  return takeCompletion(invocationId) ?? (await findInvocationSummary(db(), invocationId))!;
 }

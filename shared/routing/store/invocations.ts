@@ -361,9 +361,11 @@ export interface SuccessRecord {
 /**
  * Records a successful call in one atomic statement: the attempt (only if still running), the
  * invocation outcome (only if not ended, and only if the attempt was recorded), the receipt for the
- * invocation's price, and the listing's runtime proof (last_success_at, refreshed at most once a minute). Returns the receipt id, or null when another run had already ended it.
+ * invocation's price, and the listing's runtime proof (last_success_at, refreshed at most once a
+ * minute). Answers the invocation's summary as the statement left it — the row findInvocationSummary
+ * reads, without a second round trip — or undefined when another run had already ended it.
  */
-export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | null> {
+export async function recordSuccess(q: Db, s: SuccessRecord): Promise<InvocationSummary | undefined> {
   const result = await preparedRaw(
     q,
     `with att as (
@@ -375,17 +377,22 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | n
        update invocations
           set status = 'succeeded', output = ?::jsonb, completed_at = now(), served_listing_id = ?
         where id = ? and status in ('queued', 'running') and exists (select 1 from att)
-       returning id, agent_id, currency
+       returning *
      ), rec as (
        insert into receipts (invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
        select id, agent_id, ?, ?, currency, ?::jsonb from inv
-       returning id
+       returning id, amount_micros
      ), proof as (
        update listings set last_success_at = now()
         where id = ? and exists (select 1 from inv)
           and (last_success_at is null or last_success_at < now() - interval '1 minute')
      )
-     select (select id from rec) as receipt_id`,
+     select inv.*, rec.id as receipt_id, rec.amount_micros as receipt_amount_micros,
+            l.name as listing_name, l.slug as listing_slug,
+            (select count(*)::int from invocation_attempts a where a.invocation_id = inv.id) as attempt_count,
+            ?::int as served_latency_ms
+       from inv cross join rec
+       left join listings l on l.id = inv.served_listing_id`,
     [
       s.httpStatus,
       s.latencyMs,
@@ -397,7 +404,8 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<string | n
       s.amountMicros.toString(),
       JSON.stringify(s.evidence),
       s.listingId,
+      s.latencyMs,
     ],
   );
-  return (result.rows[0]?.receipt_id as string | null) ?? null;
+  return result.rows[0] as InvocationSummary | undefined;
 }
