@@ -25,4 +25,4 @@ USER node
 EXPOSE 3000
 # No HEALTHCHECK here: the one image runs the web process and the workers, which answer on different
 # ports; docker-compose.yml declares each service's own check.
-CMD ["node", "--max-semi-space-size=16", "dist/api/main.js"]
+CMD ["node", "--max-semi-space-size=16", "--max-old-space-size=256", "dist/api/main.js"]
