@@ -105,6 +105,10 @@ async function runStep(step: Step, index: number, env: Record<string, string>): 
   try {
     await waitForWorkers(env, step.executions, workers, WORKERS_TIMEOUT_MS);
     await Promise.all(webs.map((w) => waitForHealth(w, HEALTH_TIMEOUT_MS)));
+    // Jobs an aborted earlier run left active under this prefix are stalled: BullMQ hands them to the new
+    // workers at once, before any web process listens, and their failed echo calls can open echo's
+    // circuit. Forgotten here, once the processes are up, so the step measures only itself.
+    await resetCircuits(env);
     const apiKey = await register(webs[0]!.baseUrl);
     const specs = webs.map((w) => echoScenarios(w.baseUrl, apiKey).execute);
     await preflightEcho(specs);
