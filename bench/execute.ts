@@ -15,7 +15,6 @@ import {
   type EchoSpec,
   echoScenarios,
   fixed,
-  guardChildren,
   log,
   loud,
   measure,
@@ -27,6 +26,7 @@ import {
   reportOutput,
   resetCircuits,
   resolveInfra,
+  runBench,
   type Service,
   startService,
   tallySince,
@@ -195,25 +195,4 @@ async function run(): Promise<void> {
   reportOutput("the service", tallySince(service, linesBefore));
 }
 
-async function main(): Promise<void> {
-  guardChildren(() => children);
-  try {
-    await run();
-  } catch (error) {
-    loud(`benchmark failed: ${(error as Error).message}`);
-    for (const child of children) {
-      const tail = child.lines();
-      if (tail.length === 0) continue;
-      log(`last lines from pid ${child.pid}:`);
-      for (const line of tail.slice(-30)) log(`  ${line}`);
-    }
-    process.exitCode = 1;
-  } finally {
-    await Promise.all(children.map((child) => child.stop()));
-    children.length = 0;
-  }
-  // Keep-alive sockets and timers from the load generator must not hold the process open.
-  process.exit(process.exitCode ?? 0);
-}
-
-await main();
+await runBench(run, () => children);

@@ -5,7 +5,6 @@ import {
   echoScenarios,
   fixed,
   type GroupCpuUse,
-  guardChildren,
   LineTally,
   type LoadResult,
   log,
@@ -18,6 +17,7 @@ import {
   reportOutput,
   resetCircuits,
   resolveInfra,
+  runBench,
   runRelease,
   type Service,
   startGroupCpuMeter,
@@ -279,24 +279,10 @@ async function run(): Promise<void> {
   reportOutput("the executions workers", tallies.executions);
 }
 
-async function main(): Promise<void> {
-  guardChildren(() => running);
-  try {
-    await run();
-  } catch (error) {
-    loud(`benchmark failed: ${(error as Error).message}`);
-    for (const child of running) {
-      log(`last lines from pid ${child.pid}:`);
-      for (const line of child.lines().slice(-15)) log(`  ${line}`);
-    }
-    process.exitCode = 1;
-  } finally {
+await runBench(
+  run,
+  () => running,
+  () => {
     stopping = true;
-    await Promise.all([...running].map((c) => c.stop()));
-    running.clear();
-  }
-  // Keep-alive sockets and timers from the load generator must not hold the process open.
-  process.exit(process.exitCode ?? 0);
-}
-
-await main();
+  },
+);

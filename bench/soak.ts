@@ -4,7 +4,6 @@ import {
   drainExecutions,
   echoScenarios,
   fixed,
-  guardChildren,
   LineTally,
   log,
   loud,
@@ -19,6 +18,7 @@ import {
   reportOutput,
   resetCircuits,
   resolveInfra,
+  runBench,
   type Service,
   slope,
   sparkline,
@@ -222,24 +222,4 @@ async function run(): Promise<void> {
   reportOutput("the service", tally);
 }
 
-async function main(): Promise<void> {
-  guardChildren(() => (service ? [service] : []));
-  try {
-    await run();
-  } catch (error) {
-    loud(`soak failed: ${(error as Error).message}`);
-    const tail = service?.lines() ?? [];
-    if (tail.length > 0) {
-      log("last lines from the service:");
-      for (const line of tail.slice(-30)) log(`  ${line}`);
-    }
-    process.exitCode = 1;
-  } finally {
-    await service?.stop();
-    service = undefined;
-  }
-  // Keep-alive sockets and timers from the load generator must not hold the process open.
-  process.exit(process.exitCode ?? 0);
-}
-
-await main();
+await runBench(run, () => (service ? [service] : []));

@@ -213,6 +213,34 @@ export function guardChildren(children: () => Iterable<Service>): void {
   }
 }
 
+/**
+ * A bench's main: guards its children, runs the bench, prints each child's last lines if it broke (exit
+ * code 1), always stops the children (beforeStop first, e.g. to stop tallying their lines), and exits:
+ * keep-alive sockets and timers of the load generator must not hold the process open.
+ */
+export async function runBench(
+  run: () => Promise<void>,
+  children: () => Iterable<Service>,
+  beforeStop?: () => void,
+): Promise<never> {
+  guardChildren(children);
+  try {
+    await run();
+  } catch (error) {
+    process.stdout.write(`!!!!! benchmark failed: ${(error as Error).message}\n`);
+    for (const child of children()) {
+      const tail = child.lines().slice(-30);
+      if (tail.length === 0) continue;
+      process.stdout.write(`last lines from pid ${child.pid}:\n${tail.map((l) => `  ${l}\n`).join("")}`);
+    }
+    process.exitCode = 1;
+  } finally {
+    beforeStop?.();
+    await Promise.all([...children()].map((child) => child.stop()));
+  }
+  process.exit(process.exitCode ?? 0);
+}
+
 /** Tallies a child's lines from now on (reportOutput prints the tally). */
 export function tallySince(child: Service, linesBefore: number): LineTally {
   const tally = new LineTally();

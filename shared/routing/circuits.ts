@@ -5,7 +5,7 @@ import { type CircuitState, circuitState } from "./circuit-breaker.js";
 
 /**
  * The router's view of the circuit breaker: which of these listings have an open circuit right now.
- * Half-open ones stay eligible; the worker's allowCall lets exactly one trial through. If Redis cannot
+ * Half-open ones stay eligible; the worker's call gate (call-gate.ts) lets exactly one trial through. If Redis cannot
  * answer, no circuit is reported open (ranking goes on; the worker's own checks still apply).
  */
 export async function openCircuits(listingIds: string[]): Promise<Set<string>> {
