@@ -14,6 +14,7 @@ import { handleSignals, onShutdown, shutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { startTracing, stopTracing } from "../shared/observability/tracing.js";
 import { QUEUE_NAMES } from "../shared/queue-names.js";
+import { runExecutionsInThisProcess } from "../workers/executions.js";
 import { startWorkers } from "../workers/start.js";
 import { startWeb } from "./server.js";
 
@@ -86,6 +87,8 @@ async function main(): Promise<void> {
   if (config.devChain) await startDevChain(say).catch((err) => Promise.reject(asPortInUse(err, chainPort)));
   if (startTracing("agentmarket")) onShutdown("tracing", "clients", stopTracing);
   await startWorkers(QUEUE_NAMES);
+  // Both halves live here: an execute runs in its own request, the queue stays the fallback.
+  runExecutionsInThisProcess();
   await startWeb().catch((err) => Promise.reject(asPortInUse(err, apiPort)));
   say(`Agent Market is up: ${getConfig().publicBaseUrl} (try GET /api/health)`);
 }

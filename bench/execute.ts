@@ -45,14 +45,15 @@ import {
  *
  * BENCH_SECONDS (default 10) per run; BENCH_DATABASE / BENCH_QUEUE_PREFIX (default agentmarket_bench,
  * {ambench}) place it beside another checkout's run; BENCH_SKIP_THROUGHPUT=1 runs only the fallback scenario;
- * BENCH_ROUND_TRIPS=0 skips the counting; BENCH_CPU_PROFILE=1 profiles the service under the c=32 free
- * execute alone (bench/execute/cpu-profile.ts).
+ * BENCH_ROUND_TRIPS=0 skips the counting; BENCH_CPU_PROFILE=1 profiles the service under the free execute
+ * alone, at c=32 or BENCH_PROFILE_CONNECTIONS (bench/execute/cpu-profile.ts).
  */
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const SKIP_THROUGHPUT = process.env.BENCH_SKIP_THROUGHPUT === "1";
 const COUNT_ROUND_TRIPS = process.env.BENCH_ROUND_TRIPS !== "0";
 const CPU_PROFILE = process.env.BENCH_CPU_PROFILE === "1";
+const PROFILE_CONNECTIONS = Number(process.env.BENCH_PROFILE_CONNECTIONS ?? 32);
 const CONNECTIONS = [1, 32] as const;
 const WARM_UP_REQUESTS = 200;
 const HEALTH_TIMEOUT_MS = 90_000;
@@ -85,7 +86,10 @@ async function startBenchService(env: Record<string, string>, nodeArgs: string[]
   return service;
 }
 
-/** BENCH_CPU_PROFILE=1: the c=32 free execute alone, under --cpu-prof, summarised over its window. */
+/**
+ * BENCH_CPU_PROFILE=1: the free execute alone at c=BENCH_PROFILE_CONNECTIONS (default 32), under
+ * --cpu-prof, summarised over its window.
+ */
 async function runProfile(env: Record<string, string>): Promise<void> {
   const dir = mkdtempSync(join(os.tmpdir(), "agentmarket-cpu-prof-"));
   const service = await startBenchService(env, ["--cpu-prof", `--cpu-prof-dir=${dir}`]);
@@ -94,9 +98,9 @@ async function runProfile(env: Record<string, string>): Promise<void> {
   await preflightEcho([execute]);
   await warmUp({ ...execute, connections: 4 }, WARM_UP_REQUESTS);
   if (env.DATABASE_URL) await analyzeDatabase(env.DATABASE_URL);
-  log(`profiling ${execute.scenario} at c=32 for ${SECONDS} s…`);
+  log(`profiling ${execute.scenario} at c=${PROFILE_CONNECTIONS} for ${SECONDS} s…`);
   const from = monotonicMicros();
-  const m = await measure({ ...execute, connections: 32, seconds: SECONDS }, service.pid);
+  const m = await measure({ ...execute, connections: PROFILE_CONNECTIONS, seconds: SECONDS }, service.pid);
   const to = monotonicMicros();
   log(
     `  ${fixed(m.okPerSecond, 0)} executes/s, p50 ${fixed(m.p50Ms)} ms, p99 ${fixed(m.p99Ms)} ms, ` +

@@ -21,6 +21,7 @@ export interface Config {
   queuePrefix: string;
   logLevel: string;
   executeSyncWaitMs: number;
+  executeInProcess: boolean;
   queueConcurrency: Readonly<Record<QueueName, number>>;
   workerLockDurationMs: number;
   workerStalledIntervalMs: number;
@@ -372,6 +373,11 @@ export const SETTINGS = {
     "how long POST /api/execute waits before answering 202",
     0,
     60000,
+  ),
+  executeInProcess: bool(
+    "EXECUTE_IN_PROCESS",
+    true,
+    "in a process hosting both the API and the executions worker (npm start), run an execution in the request that submitted it instead of through the queue (docs/architecture.md)",
   ),
   workerLockDurationMs: int(
     "WORKER_LOCK_DURATION_MS",

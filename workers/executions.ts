@@ -1,6 +1,7 @@
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
 import { isUuid } from "../shared/kernel/ids.js";
+import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { tracedProcessor } from "../shared/observability/tracing.js";
 import { QUEUES, type QueuePayload } from "../shared/queues.js";
@@ -10,6 +11,7 @@ import {
   failInvocation,
   RunInProgress,
   recoverOrphanedInvocations,
+  runExecutionsHere,
   runInvocation,
 } from "../shared/routing/index.js";
 import { x402EdgeSettlement } from "../shared/x402/index.js";
@@ -20,6 +22,22 @@ import { payloadValidator } from "./payload.js";
 /** One job: runs its invocation with the x402 edge's settlement composed in. */
 export function processExecution(payload: QueuePayload<"executions">) {
   return runInvocation(payload, x402EdgeSettlement);
+}
+
+/** The same run in the request that submitted it, from the claim its insert made (runs-here.ts). */
+export const runExecutionHere: Parameters<typeof runExecutionsHere>[0] = (invocationId, claim) =>
+  runInvocation({ invocation_id: invocationId }, x402EdgeSettlement, claim);
+
+/**
+ * Lets the API of this process run executions in the requests that submit them (runs-here.ts), as many
+ * at once as the worker's concurrency, when EXECUTE_IN_PROCESS allows; drained at shutdown with the
+ * worker. Only a process that hosts both (npm start) calls it.
+ */
+export function runExecutionsInThisProcess(): void {
+  const config = getConfig();
+  if (!config.executeInProcess) return;
+  const here = runExecutionsHere(runExecutionHere, config.queueConcurrency.executions);
+  onShutdown("executions run here", "ingress", here.drain);
 }
 
 const validatePayload = payloadValidator(QUEUES.executions.payload);

@@ -40,6 +40,7 @@ export {
 export { candidateView, rankCandidates } from "./router.js";
 export type { EdgeSettlement } from "./run-invocation.js";
 export { failInvocation, RunInProgress, runInvocation } from "./run-invocation.js";
+export { runExecutionsHere } from "./runs-here.js";
 export {
   ApprovalDecisionBody,
   ApprovalList,
@@ -70,10 +71,11 @@ export type {
   InvocationRow,
   InvocationSummary,
   NewInvocation,
+  RunClaim,
 } from "./store/invocations.js";
 export { findInvocation, insertInvocationWithJob, listAttempts, TERMINAL } from "./store/invocations.js";
 export type { QuoteRow } from "./store/quotes.js";
 export { deleteStaleQuotes, findQuote, insertQuote, useQuote } from "./store/quotes.js";
 export { findReceiptForInvocation } from "./store/receipts.js";
 export type { Submission } from "./submission.js";
-export { awaitInvocation, enqueueExecution, submitExecution, submitInvoke } from "./submission.js";
+export { awaitInvocation, dispatchExecution, submitExecution, submitInvoke } from "./submission.js";

@@ -58,6 +58,9 @@ export const MAX_ATTEMPTS = ROUTER_MAX_ATTEMPTS;
 /** Time after a call's own timeout for its worker to record the result before the attempt expires. */
 export const ATTEMPT_MARGIN_MS = 2000;
 
+/** How attempt deadlines are set when a run is claimed (by the worker, or by the submitting insert). */
+export const RUN_TIMING = { maxCallMs: MAX_PROVIDER_LATENCY_MS, marginMs: ATTEMPT_MARGIN_MS };
+
 export type ExecutionOutcome = "succeeded" | "failed" | "already_finished";
 
 /**
@@ -227,16 +230,15 @@ export interface LastFailure {
  * for execute; one listing for direct invoke) — at most MAX_ATTEMPTS calls, never a second call to a
  * listing that is not safe_to_retry, and only within each listing's rate and concurrency limits. Success
  * records the attempt, the outcome and the receipt (for the listing that served) in one statement. Safe
- * to run again, or twice at once, for the same id.
+ * to run again, or twice at once, for the same id. `claimed` is a claim the submitting insert already made
+ * (insertClaimedInvocation, for a run in the submitting process): the run starts from it.
  */
 export async function runInvocation(
   payload: QueuePayload<"executions">,
   edge: EdgeSettlement,
+  claimed?: RunClaim,
 ): Promise<ExecutionOutcome> {
-  const claim = await claimRun(db(), payload.invocation_id, {
-    maxCallMs: MAX_PROVIDER_LATENCY_MS,
-    marginMs: ATTEMPT_MARGIN_MS,
-  });
+  const claim = claimed ?? (await claimRun(db(), payload.invocation_id, RUN_TIMING));
   if (!claim) return "already_finished";
   const { invocation, candidates, attempts, firstAttempt } = claim;
   if (candidates.length === 0)
@@ -298,16 +300,23 @@ export async function runInvocation(
     }
     calls.set(target.id, (calls.get(target.id) ?? 0) + 1);
     callsMade += 1;
-    let result: ProviderResult | undefined;
+    let result: ProviderResult;
     try {
       result = await callProvider(target, invocation, attemptNo);
-    } finally {
-      // One round trip frees the slot and tells the breaker how the call went.
-      await gate.finish(result ? result.ok : null);
+    } catch (error) {
+      await gate.finish(null);
+      throw error;
     }
+    // One round trip frees the slot and tells the breaker how the call went; the outcome's record does
+    // not wait for it.
+    const finished = gate.finish(result.ok);
     // The outcome label is "succeeded" or an error code of the table: a bounded set.
     providerAttempts.inc({ outcome: result.ok ? "succeeded" : result.code });
-    if (result.ok) return succeed(invocation, target, attempt.id, result, edge);
+    if (result.ok) {
+      const [outcome] = await Promise.all([succeed(invocation, target, attempt.id, result, edge), finished]);
+      return outcome;
+    }
+    await finished;
     last = { code: result.code, message: result.message };
     const recorded = await finishAttempt(db(), attempt.id, {
       status: "failed",

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { checkListingInput, type ListingRow, requireListing } from "../catalog/index.js";
 import { getConfig } from "../config.js";
-import { db } from "../db/knex.js";
+import { type Db, db } from "../db/knex.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import {
   assertWithinSpendLimits,
@@ -26,6 +26,8 @@ import { fingerprint, resolveReplay } from "./idempotency.js";
 import { holdForInvocation } from "./paid-invocations.js";
 import { notInvocable, quoteNotUsable, quoteToPay } from "./quotes.js";
 import { type Candidate, candidateView, type Ranking, rankCandidates } from "./router.js";
+import { RUN_TIMING } from "./run-invocation.js";
+import { type RunSlot, reserveRunHere } from "./runs-here.js";
 import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
 import { insertAwaitingInvocation } from "./store/approvals.js";
 import { claimIdempotencyKey, type IdempotencyRow } from "./store/idempotency.js";
@@ -34,8 +36,10 @@ import {
   findInvocationSummary,
   type InvocationRow,
   type InvocationSummary,
+  insertClaimedInvocation,
   insertInvocationWithJob,
   type NewInvocation,
+  type RunClaim,
 } from "./store/invocations.js";
 import { findQuote, type QuoteRow, useQuote } from "./store/quotes.js";
 
@@ -302,10 +306,11 @@ function highestPrice(listings: ListingRow[]): bigint {
 /**
  * Commits the invocation and its outbox row — with the idempotency claim and, for paid work, the
  * custody check, the ledger hold with its authorization evidence and the key's daily reservation, all in
- * one transaction — then enqueues after commit. A key seen before replays (or 409/422) instead; short
- * funds → 402, over the daily cap → 429, and nothing is written. A purchase above the key's
- * approval_above is committed as awaiting_approval with its approval instead of an outbox row, and
- * nothing is enqueued (docs/payments.md "Approvals").
+ * one transaction — then hands it over to be run: here, claimed by that insert (runs-here.ts), or
+ * through the queue. A key seen before replays (or 409/422) instead; short funds → 402, over the daily
+ * cap → 429, and nothing is written. A purchase above the key's approval_above is committed as
+ * awaiting_approval with its approval instead of an outbox row, and nothing is run
+ * (docs/payments.md "Approvals").
  */
 async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
   const invocationId = randomUUID();
@@ -330,6 +335,14 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   // Spend limits and approvals govern real money; sandbox units (tUSDC) are simulated.
   const limited = paid && (row.currency ?? "USDC") === "USDC";
   const awaiting = limited && needsApproval(principal.policy, work.holdMicros);
+  // A run in this process is claimed by the insert itself (runs-here.ts): its slot is taken first.
+  const slot = awaiting ? undefined : reserveRunHere();
+  let claim: RunClaim | undefined;
+  const insert = async (q: Db): Promise<InvocationRow> => {
+    if (!slot) return insertInvocationWithJob(q, row, "executions");
+    claim = await insertClaimedInvocation(q, row, "executions", RUN_TIMING);
+    return claim.invocation;
+  };
   let invocation: InvocationRow;
   try {
     invocation =
@@ -337,9 +350,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
         ? await retryTransient(() =>
             db().transaction(async (trx) => {
               if (paid) await assertCustodyOpen(trx);
-              const inserted = awaiting
-                ? await insertAwaitingInvocation(trx, row)
-                : await insertInvocationWithJob(trx, row, "executions");
+              const inserted = awaiting ? await insertAwaitingInvocation(trx, row) : await insert(trx);
               if (key) {
                 // After the invocation row (the key references it); an already-claimed key rolls it back.
                 const claim = await claimIdempotencyKey(
@@ -366,15 +377,71 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
               return inserted;
             }),
           )
-        : await insertInvocationWithJob(db(), row, "executions");
+        : await insert(db());
   } catch (error) {
+    slot?.release();
     if (!(error instanceof KeyAlreadyClaimed)) throw error;
     const original = await findInvocation(db(), error.existing.invocation_id);
     return { replayed: true, invocation: resolveReplay(error.existing, print, original!) };
   }
 
   if (awaiting) return { replayed: false, invocation, completion: undefined };
-  return { replayed: false, invocation, completion: await enqueueExecution(invocationId, requestId) };
+  const completion = slot
+    ? runHere(slot, invocationId, claim, requestId)
+    : await enqueueExecution(invocationId, requestId);
+  return { replayed: false, invocation, completion };
+}
+
+/**
+ * Hands a committed invocation over to be run and answers the wait for its end, EXECUTE_SYNC_WAIT_MS at
+ * most: run in this process when it hosts the executions worker and has a free slot (runs-here.ts), else
+ * sent through the queue (enqueueExecution).
+ */
+export async function dispatchExecution(
+  invocationId: string,
+  requestId?: string,
+): Promise<JobWatch | undefined> {
+  const slot = reserveRunHere();
+  if (!slot) return enqueueExecution(invocationId, requestId);
+  return runHere(slot, invocationId, undefined, requestId);
+}
+
+/** Starts a run on a slot of this process. A run that throws is sent through the queue at once. */
+function runHere(
+  slot: RunSlot,
+  invocationId: string,
+  claim: RunClaim | undefined,
+  requestId: string | undefined,
+): JobWatch | undefined {
+  const ended = slot.start(invocationId, claim, async (ran, error) => {
+    // Nothing is left to send: the sweeper must not send this invocation's job.
+    if (ran) {
+      markJobSent("executions", invocationId);
+      return true;
+    }
+    logger().warn(
+      { err: error, request_id: requestId, invocation_id: invocationId },
+      "the run in this process failed; the queue takes it over",
+    );
+    const watch = await enqueueExecution(invocationId, requestId);
+    return watch ? watch.ended : false;
+  });
+  const waitMs = getConfig().executeSyncWaitMs;
+  return waitMs > 0 ? boundedWait(ended, waitMs) : undefined;
+}
+
+/** A JobWatch on a run here: its end, or false at the deadline. */
+function boundedWait(ended: Promise<boolean>, ms: number): JobWatch {
+  let settle!: (value: boolean) => void;
+  const bounded = new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => settle(false), ms);
+    settle = (value) => {
+      clearTimeout(timer);
+      resolve(value);
+    };
+  });
+  ended.then(settle);
+  return { ended: bounded, cancel: () => settle(false) };
 }
 
 /**
@@ -382,10 +449,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
  * end, EXECUTE_SYNC_WAIT_MS at most, taken before the job is sent so its end cannot be missed. If Redis
  * fails, the outbox sweeper sends it later: undefined then, and the caller answers 202.
  */
-export async function enqueueExecution(
-  invocationId: string,
-  requestId?: string,
-): Promise<JobWatch | undefined> {
+async function enqueueExecution(invocationId: string, requestId?: string): Promise<JobWatch | undefined> {
   let watch: JobWatch | undefined;
   try {
     const waitMs = getConfig().executeSyncWaitMs;

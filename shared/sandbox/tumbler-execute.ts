@@ -17,7 +17,7 @@ import {
   assertNotOnlyOwnListings,
   assertNotOwnListing,
   awaitInvocation,
-  enqueueExecution,
+  dispatchExecution,
   executeResult,
   findQuote,
   holdForInvocation,
@@ -220,7 +220,7 @@ export async function executeSandboxQuote(
     const current = await findQuote(db(), quote.id);
     throw quoteNotUsable(current ?? quote);
   }
-  const completion = await enqueueExecution(invocationId, requestId);
+  const completion = await dispatchExecution(invocationId, requestId);
   const summary = await awaitInvocation(invocationId, completion);
   if (summary.status === "succeeded" || summary.status === "failed") {
     return { done: true as const, body: executeResult(summary) };

@@ -14,7 +14,7 @@ import {
 } from "../money/index.js";
 import {
   awaitInvocation,
-  enqueueExecution,
+  dispatchExecution,
   findQuote,
   insertInvocationWithJob,
   type QuoteRow,
@@ -314,7 +314,7 @@ async function commit(p: Purchase, requirements: Record<string, unknown>): Promi
 /** Enqueues the call, waits for it (bounded) and answers: 200, 202 or the call's error (nothing charged). */
 async function run(p: Purchase, payment: X402PaymentRow): Promise<X402Answer> {
   const invocationId = payment.invocation_id;
-  const completion = await enqueueExecution(invocationId);
+  const completion = await dispatchExecution(invocationId);
   const invocation = await awaitInvocation(invocationId, completion);
   if (!TERMINAL.includes(invocation.status)) {
     return {

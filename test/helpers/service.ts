@@ -7,7 +7,9 @@ import { closeDb } from "../../shared/db/knex.js";
 import { freePort } from "../../shared/infra/free-port.js";
 import { startSweeper } from "../../shared/outbox/outbox.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
-import { startExecutionsWorker } from "../../workers/executions.js";
+import { runExecutionsHere } from "../../shared/routing/index.js";
+import type { Runner } from "../../shared/routing/runs-here.js";
+import { runExecutionHere, startExecutionsWorker } from "../../workers/executions.js";
 
 export interface TestService {
   baseUrl: string;
@@ -44,20 +46,30 @@ async function listenOnThisFilesPort(): Promise<Server> {
 
 /**
  * The API on this file's port (so the worker reaches the first-party echo provider there), with an
- * executions worker and the outbox sweeper unless told otherwise.
+ * executions worker and the outbox sweeper unless told otherwise. As in npm start's process, executions
+ * run in the request that submits them (runs-here.ts) unless runHere is false or there is no worker;
+ * runHere may also be another runner, e.g. one that stands for a process dying mid-run.
  */
 export async function startService(
-  options: { worker?: boolean; sweeper?: boolean } = {},
+  options: { worker?: boolean; sweeper?: boolean; runHere?: boolean | Runner } = {},
 ): Promise<TestService> {
   const server = await listenOnThisFilesPort();
   const config = getConfig();
   const worker = options.worker === false ? undefined : startExecutionsWorker();
   await worker?.waitUntilReady();
+  const runner: Runner | undefined =
+    typeof options.runHere === "function"
+      ? options.runHere
+      : worker && options.runHere !== false
+        ? runExecutionHere
+        : undefined;
+  const here = runner ? runExecutionsHere(runner, config.queueConcurrency.executions) : undefined;
   const sweeper = options.sweeper === false ? undefined : startSweeper(HOUSEKEEPING);
   return {
     baseUrl: `http://127.0.0.1:${config.port}`,
     worker,
     async stop() {
+      await here?.drain();
       await sweeper?.stop();
       await worker?.close();
       server.closeAllConnections();

@@ -18,7 +18,8 @@ import { startService, type TestService } from "../helpers/service.js";
 let service: TestService;
 
 beforeAll(async () => {
-  service = await startService();
+  // Through the queue: its job series are among those under test.
+  service = await startService({ runHere: false });
   // workers/start.ts does this for every worker of a process; the test service starts its own.
   observeJobs(service.worker as never);
 });

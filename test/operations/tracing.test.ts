@@ -31,7 +31,8 @@ beforeAll(async () => {
       },
     }),
   );
-  service = await startService();
+  // Through the queue: the trace under test crosses it (a run in the request has no producer or job span).
+  service = await startService({ runHere: false });
 });
 afterAll(async () => {
   await getQueue("settlement-confirmations")

@@ -40,7 +40,8 @@ beforeAll(async () => {
   ownDb = await useOwnDatabase("fuzz");
   chain = await startLocalChain();
   await usePaidChain(chain);
-  service = await startService({ sweeper: false });
+  // Executions go through the queue, which the test pauses below: nothing may run in the background.
+  service = await startService({ sweeper: false, runHere: false });
   seller = await startSeller((call, res) =>
     json(res, 200, { success: true, output: { got: call.body.input } }),
   );

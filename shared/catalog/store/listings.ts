@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 import { availableToolIds } from "../../tools/index.js";
 
 export type VerificationStatus = "verified" | "reachable" | "failed";
@@ -79,22 +80,19 @@ export async function findActiveByTaskAlias(
   options: { tumblerOnly?: boolean } = {},
 ): Promise<ListingRow[]> {
   const alias = task.trim().toLowerCase();
-  return (await q("listings")
-    .select(listingColumns(q))
-    .where({ status: "active" })
-    .modify((query) => {
-      if (options.tumblerOnly) query.where({ tumbler_enabled: true });
-      withoutUnavailableTools(query);
-    })
-    .andWhere((w) =>
-      w
-        .where("slug", alias)
-        .orWhereRaw("tags @> array[?]::text[]", [alias])
-        .orWhere("category", alias)
-        .orWhereRaw("lower(name) = ?", [alias]),
-    )
-    .orderByRaw("(slug = ?) desc, price_micros asc, created_at asc", [alias])
-    .limit(10)) as ListingRow[];
+  // Every execute reads this: one fixed text, a named prepared statement (shared/db/prepared.ts). The
+  // tool filter is withoutUnavailableTools' as an array parameter.
+  const result = await preparedRaw(
+    q,
+    `select ${LISTING_COLUMNS} from listings
+      where status = 'active' and (not ?::boolean or tumbler_enabled)
+        and (tool_id is null or tool_id = any(?::text[]))
+        and (slug = ? or tags @> array[?]::text[] or category = ? or lower(name) = ?)
+      order by (slug = ?) desc, price_micros asc, created_at asc
+      limit 10`,
+    [options.tumblerOnly === true, availableToolIds(), alias, alias, alias, alias, alias],
+  );
+  return result.rows as ListingRow[];
 }
 
 export async function findListing(q: Db, id: string): Promise<ListingRow | undefined> {

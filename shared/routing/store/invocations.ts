@@ -118,6 +118,64 @@ export async function insertInvocationWithJob(
   return result.rows[0] as InvocationRow;
 }
 
+/** The invocation's candidates as CallTargets, in rank order: a CTE over `inv` (claims). */
+const CANDIDATES_CTE = `cands as (
+       select coalesce(json_agg(json_build_object(
+                'id', l.id, 'name', l.name, 'status', l.status, 'endpoint_url', l.endpoint_url,
+                'max_latency_ms', l.max_latency_ms, 'safe_to_retry', l.safe_to_retry, 'rate_limit', l.rate_limit,
+                'concurrency_limit', l.concurrency_limit, 'price_micros', l.price_micros::text,
+                'output_schema', l.output_schema, 'seller_id', l.seller_id)
+              order by c.ord), '[]'::json) as list
+         from inv cross join lateral unnest(inv.candidate_ids) with ordinality as c(id, ord)
+         join listings l on l.id = c.id
+     )`;
+
+/**
+ * Attempt 1, for the first candidate, before any call: its deadline is the call's timeout (capped at
+ * the first binding, maxCallMs) plus the second (marginMs). A FROM list the caller may extend.
+ */
+const FIRST_ATTEMPT_INSERT = `insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
+       select inv.id, 1, l.id, now() + make_interval(secs => (least(l.max_latency_ms, ?) + ?) / 1000.0)
+         from inv join listings l on l.id = inv.candidate_ids[1]`;
+
+/**
+ * insertInvocationWithJob and claimRun in one statement, for a run that starts in the submitting process
+ * (runs-here.ts): the invocation is inserted running, with its outbox row (left unsent: it is what
+ * recovers the run if this process dies) and attempt 1 recorded before any call.
+ */
+export async function insertClaimedInvocation(
+  q: Db,
+  row: NewInvocation | NewX402Invocation,
+  queue: string,
+  timing: { maxCallMs: number; marginMs: number },
+): Promise<RunClaim> {
+  const insert = q("invocations")
+    .insert({ ...invocationColumns(row), status: "running", started_at: q.fn.now() })
+    .returning("*")
+    .toSQL();
+  const result = await preparedRaw(
+    q,
+    `with inv as (${insert.sql}),
+     job as (
+       insert into job_outbox (queue, job_id, payload)
+       select ?, inv.id::text, jsonb_build_object('invocation_id', inv.id) from inv
+     ), ${CANDIDATES_CTE}, first as (
+       ${FIRST_ATTEMPT_INSERT}
+       returning id
+     )
+     select inv.*, cands.list as candidate_list, (select id from first) as first_attempt_id
+       from inv cross join cands`,
+    [...insert.bindings, queue, timing.maxCallMs, timing.marginMs],
+  );
+  const { candidate_list, first_attempt_id, ...invocation } = result.rows[0];
+  return {
+    invocation: invocation as InvocationRow,
+    candidates: candidate_list as CallTarget[],
+    attempts: [],
+    firstAttempt: { id: first_attempt_id },
+  };
+}
+
 /** An invocation with what its execute answer shows: receipt, the serving listing's names, attempt facts. */
 export interface InvocationSummary extends InvocationRow {
   receipt_id: string | null;
@@ -311,19 +369,8 @@ export async function claimRun(
                 'live', a.status = 'running' and coalesce(a.deadline_at > now(), false))
               order by a.attempt_no), '[]'::json) as attempts, count(*) as n
          from invocation_attempts a where a.invocation_id = ?
-     ), cands as (
-       select coalesce(json_agg(json_build_object(
-                'id', l.id, 'name', l.name, 'status', l.status, 'endpoint_url', l.endpoint_url,
-                'max_latency_ms', l.max_latency_ms, 'safe_to_retry', l.safe_to_retry, 'rate_limit', l.rate_limit,
-                'concurrency_limit', l.concurrency_limit, 'price_micros', l.price_micros::text,
-                'output_schema', l.output_schema, 'seller_id', l.seller_id)
-              order by c.ord), '[]'::json) as list
-         from inv cross join lateral unnest(inv.candidate_ids) with ordinality as c(id, ord)
-         join listings l on l.id = c.id
-     ), first as (
-       insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
-       select inv.id, 1, l.id, now() + make_interval(secs => (least(l.max_latency_ms, ?) + ?) / 1000.0)
-         from inv join listings l on l.id = inv.candidate_ids[1], snap
+     ), ${CANDIDATES_CTE}, first as (
+       ${FIRST_ATTEMPT_INSERT}, snap
         where snap.n = 0
        on conflict (invocation_id, attempt_no) do nothing
        returning id
