@@ -1,7 +1,12 @@
 import type Router from "@koa/router";
 import type { TSchema } from "@sinclair/typebox";
 import { getConfig } from "../shared/config.js";
-import { authenticate, authenticateAdmin, countClientRequest } from "../shared/identity/index.js";
+import {
+  authenticate,
+  authenticateAdmin,
+  bearerIsWellFormed,
+  countClientRequest,
+} from "../shared/identity/index.js";
 import { verifyPlatformCall } from "../shared/routing/index.js";
 import { type AppContext, koaPath, Reply, type RouteDef } from "./route.js";
 import { compileResponseCheck, compileValidator } from "./validation.js";
@@ -21,6 +26,38 @@ async function authenticateKeyOrAdmin(c: AppContext): Promise<void> {
   c.state.admin = true;
 }
 
+function requestBody(c: AppContext): unknown {
+  return (c.request as { body?: unknown }).body ?? {};
+}
+
+/**
+ * A route's prefetch, started before its auth guard: the body is validated first, and an invalid body
+ * (or a bearer that is not a well-formed key) starts nothing. The body's verdict is kept for its usual
+ * turn, after auth and params/query, so a request's errors come in the same order as without it.
+ */
+function startPrefetch(
+  def: RouteDef,
+  validate: (value: unknown) => unknown,
+  c: AppContext,
+): { body(): unknown; prefetched: Promise<unknown> | undefined } | undefined {
+  if (def.auth !== "key" || !bearerIsWellFormed(c.get("authorization") || undefined)) return undefined;
+  let valid: unknown;
+  try {
+    valid = validate(requestBody(c));
+  } catch (error) {
+    return {
+      body() {
+        throw error;
+      },
+      prefetched: undefined,
+    };
+  }
+  const prefetched = def.prefetch!(valid);
+  // Awaited by the handler, or never if auth refuses: a failure must not go unhandled meanwhile.
+  prefetched?.catch(() => {});
+  return { body: () => valid, prefetched };
+}
+
 /** Mounts declared routes: auth guard, then params/query/body validation, then the handler. */
 export function mountRoutes(router: Router, routes: RouteDef[]): void {
   const checkResponses = getConfig().validateResponses;
@@ -37,6 +74,7 @@ export function mountRoutes(router: Router, routes: RouteDef[]): void {
 
     router[def.method](koaPath(def.path), async (ctx) => {
       const c = ctx as unknown as AppContext;
+      const early = def.prefetch && body ? startPrefetch(def, body, c) : undefined;
       if (def.auth === "key") c.state.auth = await authenticate(c.get("authorization") || undefined);
       if (def.auth === "admin") authenticateAdmin(c.get("authorization") || undefined);
       if (def.auth === "key_or_admin") await authenticateKeyOrAdmin(c);
@@ -45,7 +83,8 @@ export function mountRoutes(router: Router, routes: RouteDef[]): void {
       const input = {
         params: params ? params({ ...ctx.params }) : undefined,
         query: query ? query({ ...ctx.query }) : undefined,
-        body: body ? body((ctx.request as { body?: unknown }).body ?? {}) : undefined,
+        body: early ? early.body() : body ? body(requestBody(c)) : undefined,
+        prefetched: early?.prefetched,
       };
       const result = await def.handle(c, input as never);
       const reply = result instanceof Reply ? result : new Reply(200, result);

@@ -31,6 +31,9 @@ export interface RouteInput {
   query: any;
   // biome-ignore lint/suspicious/noExplicitAny: narrowed by each handler's annotation
   body: any;
+  /** What the route's prefetch started, when it has one and it ran (RouteDef.prefetch). */
+  // biome-ignore lint/suspicious/noExplicitAny: narrowed by each handler's annotation
+  prefetched?: Promise<any>;
 }
 
 /** A non-200 answer, or one that sets headers or a non-JSON body. */
@@ -82,6 +85,13 @@ export interface RouteDef {
    * discovery read it; docs/x402.md "x402 gateway").
    */
   paymentInfo?: Record<string, unknown>;
+  /**
+   * A read that does not depend on the caller, started from the valid body while the key is looked up
+   * (auth "key" only, and only for a well-formed bearer, so a junk request costs no read): one round trip
+   * off the request's path. The handler gets the promise as input.prefetched; undefined = nothing to start.
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: the valid body, narrowed by each route's annotation
+  prefetch?(body: any): Promise<unknown> | undefined;
   handle(ctx: AppContext, input: RouteInput): Promise<unknown>;
 }
 

@@ -23,6 +23,7 @@ import {
   QuoteParams,
   QuoteView,
   readQuote,
+  readTaskListings,
   type Submission,
   submitExecution,
   submitInvoke,
@@ -100,7 +101,15 @@ const submitRoute = defineRoute({
   body: ExecuteBody,
   responses: { 200: ExecuteResult, 202: Accepted },
   errors: RUN_ERRORS,
-  async handle(ctx, { body }: { body: Static<typeof ExecuteBody> }) {
+  // A quoted execute reads its quote's listing instead.
+  prefetch: (body: Static<typeof ExecuteBody>) => (body.quote_id ? undefined : readTaskListings(body.task)),
+  async handle(
+    ctx,
+    {
+      body,
+      prefetched,
+    }: { body: Static<typeof ExecuteBody>; prefetched?: ReturnType<typeof readTaskListings> },
+  ) {
     const submission = await submitExecution(
       ctx.state.auth!,
       {
@@ -109,6 +118,7 @@ const submitRoute = defineRoute({
         maxCostUsdc: body.constraints?.max_cost,
         idempotencyKey: idempotencyKey(ctx, body.idempotency_key),
         quoteId: body.quote_id,
+        taskListings: prefetched,
       },
       ctx.state.requestId,
     );

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Knex } from "knex";
+import { dbStatements } from "../observability/metrics.js";
 import type { Db } from "./knex.js";
 
 // Named prepared statements for the execute path's hot statements (docs/benchmarks.md "Levers").
@@ -34,20 +35,72 @@ function isStalePlan(error: unknown): boolean {
   return e.code === "0A000" && /cached plan must not change result type/.test(e.message ?? "");
 }
 
+/** Our `?` placeholders as PostgreSQL's `$n`, once per text. */
+const numbered = new Map<string, { text: string; count: number }>();
+
+function numberedText(sql: string): { text: string; count: number } {
+  let found = numbered.get(sql);
+  if (!found) {
+    let count = 0;
+    // Single-quoted literals are kept whole; a `?` outside them is a placeholder.
+    const text = sql.replace(/'(?:[^']|'')*'|\?\??/g, (token) => {
+      if (token.startsWith("'")) return token;
+      if (token === "??") throw new Error("preparedRaw: `??` (an identifier binding) is not supported");
+      count += 1;
+      return `$${count}`;
+    });
+    found = { text, count };
+    numbered.set(sql, found);
+  }
+  return found;
+}
+
+interface PgConnection {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's result rows are untyped.
+  query(config: { name: string; text: string; values: unknown[] }): Promise<any>;
+}
+
 /**
- * q.raw(sql, bindings) as a named prepared statement. Outside a transaction a statement that meets a
- * changed row type runs once more under a fresh name; inside one the error stands (the transaction is
- * aborted) and the caller's retry, if any, meets the fresh name.
+ * Runs one statement on a connection of q: the pool's, or the transaction's own (a transaction's knex
+ * client hands out its connection and releases nothing). Straight to the pg driver, not through knex's
+ * query builder: on the execute path knex's own work per statement (placeholder parsing, query objects,
+ * events) was a measurable share of the service's CPU (docs/benchmarks.md). Counted in
+ * agentmarket_db_statements_total like every knex statement.
  */
-// biome-ignore lint/suspicious/noExplicitAny: knex's raw results are untyped rows.
-export async function preparedRaw(q: Db, sql: string, bindings: readonly Knex.RawBinding[]): Promise<any> {
-  const run = () => q.raw(sql, bindings as Knex.RawBinding[]).options({ name: statementName(sql) });
+// biome-ignore lint/suspicious/noExplicitAny: pg's result rows are untyped.
+async function runNamed(q: Db, name: string, text: string, values: unknown[]): Promise<any> {
+  const client = q.client as {
+    acquireConnection(): Promise<PgConnection>;
+    releaseConnection(connection: PgConnection): Promise<unknown>;
+  };
+  const connection = await client.acquireConnection();
   try {
-    return await run();
+    dbStatements.inc();
+    return await connection.query({ name, text, values });
+  } finally {
+    await client.releaseConnection(connection);
+  }
+}
+
+/**
+ * q.raw(sql, bindings) as a named prepared statement (`?` placeholders, knex's convention). Outside a
+ * transaction a statement that meets a changed row type runs once more under a fresh name; inside one
+ * the error stands (the transaction is aborted) and the caller's retry, if any, meets the fresh name.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: pg's raw results are untyped rows.
+export async function preparedRaw(q: Db, sql: string, bindings: readonly Knex.RawBinding[]): Promise<any> {
+  const { text, count } = numberedText(sql);
+  if (bindings.length !== count || bindings.some((b) => b === undefined))
+    throw new Error(
+      `preparedRaw: ${count} placeholders, ${bindings.length} bindings (none may be undefined)`,
+    );
+  const values = bindings as unknown[];
+  try {
+    return await runNamed(q, statementName(sql), text, values);
   } catch (error) {
     if (!isStalePlan(error)) throw error;
     generation += 1;
     if ((q as Knex.Transaction).isTransaction) throw error;
-    return run();
+    return runNamed(q, statementName(sql), text, values);
   }
 }

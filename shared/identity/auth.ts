@@ -20,6 +20,15 @@ export interface Principal {
  * revocation, a policy change or the end of a grace period is effective on the next request in every
  * process.
  */
+/**
+ * Whether the header carries a well-formed API key (no lookup): work a route may start alongside the
+ * lookup (RouteDef.prefetch) is started only then, so a junk request costs no read.
+ */
+export function bearerIsWellFormed(header: string | undefined): boolean {
+  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  return match !== null && isWellFormedApiKey(match[1]!);
+}
+
 export async function authenticate(header: string | undefined): Promise<Principal> {
   if (!header) throw new AppError("UNAUTHORIZED", "missing Authorization: Bearer <api key>");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);

@@ -13,7 +13,7 @@ export {
 } from "./admin-session.js";
 export { registerAgent } from "./agents.js";
 export type { Principal } from "./auth.js";
-export { authenticate, authenticateAdmin } from "./auth.js";
+export { authenticate, authenticateAdmin, bearerIsWellFormed } from "./auth.js";
 export { countClientRequest } from "./client-limits.js";
 export { createKey, listKeys, revokeKey, rotateKey } from "./key-management.js";
 export type { KeyPolicy, ScopeExclusion } from "./key-policy.js";

@@ -37,7 +37,7 @@ export {
   signMessage,
   verifyPlatformCall,
 } from "./request-signing.js";
-export { candidateView, rankCandidates } from "./router.js";
+export { candidateView, rankCandidates, readTaskListings } from "./router.js";
 export type { EdgeSettlement } from "./run-invocation.js";
 export { failInvocation, RunInProgress, runInvocation } from "./run-invocation.js";
 export { runExecutionsHere } from "./runs-here.js";

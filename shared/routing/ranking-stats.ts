@@ -11,6 +11,8 @@ const MAX_ENTRIES = 10_000;
 interface Entry {
   at: number;
   stats: Promise<RecentCallStats>;
+  /** A refresh of this expired entry is running: it stays the answer until the refresh lands. */
+  refreshing?: boolean;
 }
 
 const cache = new Map<string, Entry>();
@@ -28,7 +30,9 @@ const NO_CALLS: RecentCallStats = { calls: 0, succeeded: 0, p50_latency_ms: null
  * process. They summarise the last RECENT_CALLS calls, so a second's staleness moves a score by at most
  * what a second of calls does; what must act at once — an open circuit, a retired or repriced listing,
  * the key's policy — is read live on every execute. Concurrent executes that miss share one read, so an
- * expiry under load costs one query, not one per waiting request. A failed read is not cached.
+ * expiry under load costs one query, not one per waiting request. An expired entry is answered as it
+ * stands while its refresh runs (no execute waits for a refresh; only a listing never read waits for
+ * its first read). A failed read is not cached.
  */
 export async function recentCallStats(ids: string[]): Promise<Map<string, RecentCallStats>> {
   const ttl = getConfig().rankingStatsTtlMs;
@@ -36,12 +40,24 @@ export async function recentCallStats(ids: string[]): Promise<Map<string, Recent
   const now = performance.now();
   const missing = ids.filter((id) => {
     const hit = cache.get(id);
-    return !hit || now - hit.at >= ttl;
+    return !hit || (now - hit.at >= ttl && !hit.refreshing);
   });
   if (missing.length > 0) {
     const read = readRecentCallStats(db(), missing, RECENT_CALLS);
     for (const id of missing) {
       const stats = read.then((found) => found.get(id) ?? NO_CALLS);
+      const stale = cache.get(id);
+      if (stale) {
+        // Answered from the stale entry meanwhile; the fresh one replaces it once read.
+        stale.refreshing = true;
+        stats.then(
+          () => remember(id, { at: performance.now(), stats }),
+          () => {
+            stale.refreshing = false;
+          },
+        );
+        continue;
+      }
       // Dropped on failure, so the next execute reads again instead of meeting the same error.
       stats.catch(() => {
         if (cache.get(id)?.stats === stats) cache.delete(id);

@@ -104,14 +104,29 @@ function exclusion(listing: ListingRow, rules: ExclusionRules): ExclusionReason 
  * any charge (docs/payments.md "Keys, scopes and spend limits"). With the buyer's agent id, its own listings are
  * excluded as own_listing (docs/routing.md "Self-dealing").
  */
+/**
+ * The active listings answering to a task, as ranking reads them: it does not depend on the caller, so
+ * POST /api/execute starts it while the key is looked up (RouteDef.prefetch) and hands it to
+ * rankCandidates. Retired or repriced listings bind as they would: it is read on every request.
+ */
+export function readTaskListings(task: string): Promise<ListingRow[]> {
+  return findActiveByTaskAlias(db(), task);
+}
+
 export async function rankCandidates(
   task: string,
   maxCostMicros: bigint | null,
   gateSource: GateSource,
   openCircuits: (ids: string[]) => Promise<Set<string>>,
-  options: { tumblerOnly?: boolean; policy?: KeyPolicy; buyerAgentId?: string } = {},
+  options: {
+    tumblerOnly?: boolean;
+    policy?: KeyPolicy;
+    buyerAgentId?: string;
+    /** The task's listings, already being read (readTaskListings, started by the route's prefetch). */
+    listings?: Promise<ListingRow[]>;
+  } = {},
 ): Promise<Ranking> {
-  const listings = await findActiveByTaskAlias(db(), task, options);
+  const listings = await (options.listings ?? findActiveByTaskAlias(db(), task, options));
   const ids = listings.map((l) => l.id);
   const anyPaid = listings.some((l) => micros(l.price_micros) > 0n);
   const [stats, open, gate] = await Promise.all([

@@ -53,6 +53,8 @@ export interface ExecuteRequest {
   idempotencyKey?: string;
   /** A ledger quote (POST /api/quotes): locks the quoted listing and charges the quoted price. */
   quoteId?: string;
+  /** The task's listings, already being read (readTaskListings, from the route's prefetch). */
+  taskListings?: Promise<ListingRow[]>;
 }
 
 export interface InvokeRequest {
@@ -111,6 +113,7 @@ export async function submitExecution(
   const ranking = await rankCandidates(req.task, maxCostMicros, paidGate, openCircuits, {
     policy,
     buyerAgentId: principal.agentId,
+    listings: req.taskListings,
   });
   const chosen = ranking.eligible[0];
   assertNotOnlyOwnListings(req.task, ranking);

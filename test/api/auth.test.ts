@@ -82,3 +82,32 @@ describe("GET /api/welcome/flower authentication", () => {
     expect((await api("GET", "/api/welcome/flower", { key: agent.apiKey })).status).toBe(200);
   });
 });
+
+// POST /api/execute starts its task's listing read while the key is looked up (RouteDef.prefetch, in
+// api/mount.ts): the answer and the order of refusals must be those of a route without it.
+describe("POST /api/execute with its listing read started alongside the key lookup", () => {
+  it("still refuses an unknown or revoked key first, whatever the body", async () => {
+    const unknown = generateApiKey();
+    for (const body of [{ task: "echo", input: {} }, { task: 42 }, {}]) {
+      expectUnauthorized(await api("POST", "/api/execute", { key: unknown, body }));
+    }
+    const other = await buildAgent();
+    const row = await findApiKeyByHash(db(), hashApiKey(other.apiKey));
+    await revokeApiKey(db(), row!.id);
+    expectUnauthorized(
+      await api("POST", "/api/execute", { key: other.apiKey, body: { task: "echo", input: {} } }),
+    );
+  });
+
+  it("answers an invalid body with a valid key as 400, and an unknown task as 404", async () => {
+    const invalid = await api("POST", "/api/execute", { key: agent.apiKey, body: { task: 42, input: {} } });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error.code).toBe("SCHEMA_VALIDATION_FAILED");
+    const unknownTask = await api("POST", "/api/execute", {
+      key: agent.apiKey,
+      body: { task: `no-such-task-${Date.now()}`, input: {} },
+    });
+    expect(unknownTask.status).toBe(404);
+    expect(unknownTask.body.error.code).toBe("LISTING_NOT_FOUND");
+  });
+});

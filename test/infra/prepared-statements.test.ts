@@ -63,4 +63,27 @@ describe("named prepared statements", () => {
     await expect(inTransaction()).rejects.toThrow(/cached plan must not change result type/);
     expect(await inTransaction()).toEqual([{ a: 2, b: "x", c: 3 }]);
   });
+
+  it("number `?` placeholders outside literals only, and refuse a binding count that does not match", async () => {
+    const sql = "select ? as a, 'what? it''s ?' as lit, ?::int + 1 as b";
+    const result = await preparedRaw(single, sql, ["x", 41]);
+    expect(result.rows).toEqual([{ a: "x", lit: "what? it's ?", b: 42 }]);
+    await expect(preparedRaw(single, sql, ["x"])).rejects.toThrow(/2 placeholders, 1 bindings/);
+    await expect(preparedRaw(single, sql, ["x", undefined as never])).rejects.toThrow(/undefined/);
+  });
+
+  it("run on a transaction's own connection: what it writes is seen inside and rolled back with it", async () => {
+    await preparedRaw(db(), `insert into ${table} (a) values (?)`, [100]);
+    const count = async (q: Knex | Knex.Transaction) =>
+      (await preparedRaw(q, `select count(*)::int as n from ${table} where a >= ?`, [100])).rows[0].n;
+    await expect(
+      db().transaction(async (trx) => {
+        await preparedRaw(trx, `insert into ${table} (a) values (?)`, [101]);
+        expect(await count(trx)).toBe(2);
+        expect(await count(db())).toBe(1);
+        throw new Error("roll back");
+      }),
+    ).rejects.toThrow("roll back");
+    expect(await count(db())).toBe(1);
+  });
 });

@@ -29,16 +29,35 @@ beforeEach(() => {
 });
 
 describe("ranking statistics cache", () => {
-  it("reads a listing once per RANKING_STATS_TTL_MS, and again after it", async () => {
+  it("reads a listing once per RANKING_STATS_TTL_MS; after it, answers the stale entry while one refresh runs", async () => {
     const [a, b] = [randomUUID(), randomUUID()];
     const first = await recentCallStats([a, b]);
     const second = await recentCallStats([a, b]);
     expect(reads).toEqual([[a, b]]);
     expect(second.get(a)).toEqual(first.get(a));
     await new Promise((resolve) => setTimeout(resolve, 220));
+    // Expired: no waiting for the read; the stale figures answer, and a second caller starts no read.
     const third = await recentCallStats([a]);
+    const fourth = await recentCallStats([a]);
+    expect(third.get(a)?.calls).toBe(1);
+    expect(fourth.get(a)?.calls).toBe(1);
     expect(reads).toEqual([[a, b], [a]]);
-    expect(third.get(a)?.calls).toBe(2);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await recentCallStats([a])).get(a)?.calls).toBe(2);
+    expect(reads).toHaveLength(2);
+  });
+
+  it("keeps the stale entry when its refresh fails, and refreshes again on the next call", async () => {
+    const a = randomUUID();
+    await recentCallStats([a]);
+    await new Promise((resolve) => setTimeout(resolve, 220));
+    failNext = true;
+    expect((await recentCallStats([a])).get(a)?.calls).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await recentCallStats([a])).get(a)?.calls).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await recentCallStats([a])).get(a)?.calls).toBe(3);
+    expect(reads).toHaveLength(3);
   });
 
   it("reads only the listings it has not seen", async () => {
