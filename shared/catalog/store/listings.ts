@@ -81,16 +81,21 @@ export async function findActiveByTaskAlias(
 ): Promise<ListingRow[]> {
   const alias = task.trim().toLowerCase();
   // Every execute reads this: one fixed text, a named prepared statement (shared/db/prepared.ts). The
-  // tool filter is withoutUnavailableTools' as an array parameter.
+  // tool filter is withoutUnavailableTools' as an array parameter. A broad alias (a category) matches
+  // thousands of listings: they are ranked on narrow rows and only the ten chosen are read in full.
   const result = await preparedRaw(
     q,
-    `select ${LISTING_COLUMNS} from listings
-      where status = 'active' and (not ?::boolean or tumbler_enabled)
-        and (tool_id is null or tool_id = any(?::text[]))
-        and (slug = ? or tags @> array[?]::text[] or category = ? or lower(name) = ?)
-      order by (slug = ?) desc, price_micros asc, created_at asc
-      limit 10`,
-    [options.tumblerOnly === true, availableToolIds(), alias, alias, alias, alias, alias],
+    `with top as (
+       select id, (slug = ?) as exact, price_micros, created_at from listings
+        where status = 'active' and (not ?::boolean or tumbler_enabled)
+          and (tool_id is null or tool_id = any(?::text[]))
+          and (slug = ? or tags @> array[?]::text[] or category = ? or lower(name) = ?)
+        order by exact desc, price_micros asc, created_at asc
+        limit 10
+     )
+     select ${LISTING_COLUMNS} from top join listings on listings.id = top.id
+      order by top.exact desc, top.price_micros asc, top.created_at asc`,
+    [alias, options.tumblerOnly === true, availableToolIds(), alias, alias, alias, alias],
   );
   return result.rows as ListingRow[];
 }
