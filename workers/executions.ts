@@ -10,6 +10,7 @@ import {
   ABANDONED_BY_QUEUE,
   failInvocation,
   RunInProgress,
+  type Runner,
   recoverOrphanedInvocations,
   runExecutionsHere,
   runInvocation,
@@ -25,7 +26,7 @@ export function processExecution(payload: QueuePayload<"executions">) {
 }
 
 /** The same run in the request that submitted it, from the claim its insert made (runs-here.ts). */
-export const runExecutionHere: Parameters<typeof runExecutionsHere>[0] = (invocationId, claim) =>
+export const runExecutionHere: Runner = (invocationId, claim) =>
   runInvocation({ invocation_id: invocationId }, x402EdgeSettlement, claim);
 
 /**

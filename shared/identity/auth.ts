@@ -6,6 +6,8 @@ import { hashApiKey, isWellFormedApiKey } from "./api-keys.js";
 import { type KeyPolicy, policyFromRow } from "./key-policy.js";
 import { findApiKeyBySecretHash } from "./store/api-keys.js";
 
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
 export interface Principal {
   agentId: string;
   apiKeyId: string;
@@ -20,18 +22,9 @@ export interface Principal {
  * revocation, a policy change or the end of a grace period is effective on the next request in every
  * process.
  */
-/**
- * Whether the header carries a well-formed API key (no lookup): work a route may start alongside the
- * lookup (RouteDef.prefetch) is started only then, so a junk request costs no read.
- */
-export function bearerIsWellFormed(header: string | undefined): boolean {
-  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-  return match !== null && isWellFormedApiKey(match[1]!);
-}
-
 export async function authenticate(header: string | undefined): Promise<Principal> {
   if (!header) throw new AppError("UNAUTHORIZED", "missing Authorization: Bearer <api key>");
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  const match = BEARER.exec(header);
   if (!match) throw new AppError("UNAUTHORIZED", "Authorization must be 'Bearer <api key>'");
   const token = match[1]!;
   if (!isWellFormedApiKey(token)) throw new AppError("UNAUTHORIZED", "API key is malformed (expected amk_…)");
@@ -41,6 +34,15 @@ export async function authenticate(header: string | undefined): Promise<Principa
   if (!key.is_current && !key.previous_live)
     throw new AppError("UNAUTHORIZED", "API key was rotated and its grace period has ended");
   return { agentId: key.agent_id, apiKeyId: key.id, policy: policyFromRow(key) };
+}
+
+/**
+ * Whether the header carries a well-formed API key (no lookup): work a route may start alongside the
+ * lookup (RouteDef.prefetch) is started only then, so a junk request costs no read.
+ */
+export function bearerIsWellFormed(header: string | undefined): boolean {
+  const match = header ? BEARER.exec(header) : null;
+  return match !== null && isWellFormedApiKey(match[1]!);
 }
 
 /**

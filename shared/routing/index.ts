@@ -40,6 +40,7 @@ export {
 export { candidateView, rankCandidates, readTaskListings } from "./router.js";
 export type { EdgeSettlement } from "./run-invocation.js";
 export { failInvocation, RunInProgress, runInvocation } from "./run-invocation.js";
+export type { Runner } from "./runs-here.js";
 export { runExecutionsHere } from "./runs-here.js";
 export {
   ApprovalDecisionBody,

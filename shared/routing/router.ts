@@ -97,14 +97,6 @@ function exclusion(listing: ListingRow, rules: ExclusionRules): ExclusionReason 
 }
 
 /**
- * Ranks the active listings answering to a task: eligible ones by score (then price, then age), the
- * rest with the reason they were left out. Eligible: approved, not failed, within max_cost, payable
- * under the gate, circuit not open. The sandbox ranks only tumbler_enabled listings (tumblerOnly). With
- * the calling key's policy, listings outside its scopes are excluded with the scope's reason, before
- * any charge (docs/payments.md "Keys, scopes and spend limits"). With the buyer's agent id, its own listings are
- * excluded as own_listing (docs/routing.md "Self-dealing").
- */
-/**
  * The active listings answering to a task, as ranking reads them: it does not depend on the caller, so
  * POST /api/execute starts it while the key is looked up (RouteDef.prefetch) and hands it to
  * rankCandidates. Retired or repriced listings bind as they would: it is read on every request.
@@ -113,6 +105,14 @@ export function readTaskListings(task: string): Promise<ListingRow[]> {
   return findActiveByTaskAlias(db(), task);
 }
 
+/**
+ * Ranks the active listings answering to a task: eligible ones by score (then price, then age), the
+ * rest with the reason they were left out. Eligible: approved, not failed, within max_cost, payable
+ * under the gate, circuit not open. The sandbox ranks only tumbler_enabled listings (tumblerOnly). With
+ * the calling key's policy, listings outside its scopes are excluded with the scope's reason, before
+ * any charge (docs/payments.md "Keys, scopes and spend limits"). With the buyer's agent id, its own listings are
+ * excluded as own_listing (docs/routing.md "Self-dealing").
+ */
 export async function rankCandidates(
   task: string,
   maxCostMicros: bigint | null,

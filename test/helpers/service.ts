@@ -7,8 +7,7 @@ import { closeDb } from "../../shared/db/knex.js";
 import { freePort } from "../../shared/infra/free-port.js";
 import { startSweeper } from "../../shared/outbox/outbox.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
-import { runExecutionsHere } from "../../shared/routing/index.js";
-import type { Runner } from "../../shared/routing/runs-here.js";
+import { type Runner, runExecutionsHere } from "../../shared/routing/index.js";
 import { runExecutionHere, startExecutionsWorker } from "../../workers/executions.js";
 
 export interface TestService {

@@ -121,15 +121,17 @@ describe("a process that dies mid-run", () => {
     await service.stop();
   });
 
-  it("is finished by the queue: the sweeper sends its job, the worker waits out attempt 1's deadline", async () => {
+  /** A direct invoke whose run dies: 202 after a short wait, its invocation id. */
+  async function invokeAndDie(safeToRetry: boolean, input: Record<string, unknown>): Promise<string> {
     overrideConfig({ executeSyncWaitMs: 200 });
-    const listing = await buildListing({ endpointUrl: seller.url, maxLatencyMs: 500, safeToRetry: true });
-    const res = await api("POST", `/api/invoke/${listing.id}`, {
-      key: buyer.apiKey,
-      body: { input: { k: 1 } },
-    });
+    const listing = await buildListing({ endpointUrl: seller.url, maxLatencyMs: 500, safeToRetry });
+    const res = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input } });
     expect(res.status).toBe(202);
-    const id = res.body.invocation_id;
+    return res.body.invocation_id;
+  }
+
+  it("is finished by the queue: the sweeper sends its job, the worker waits out attempt 1's deadline", async () => {
+    const id = await invokeAndDie(true, { k: 1 });
     // Attempt 1 was recorded by the insert, before any call: a worker must not take it as never made.
     expect((await listAttempts(db(), id)).map((a) => a.status)).toEqual(["running"]);
     await waitFor("the queue's run", async () => (await invocationStatus(id)) === "succeeded", 15000);
@@ -139,14 +141,7 @@ describe("a process that dies mid-run", () => {
   });
 
   it("never calls a listing that is not safe_to_retry: attempt 1 may have reached it", async () => {
-    overrideConfig({ executeSyncWaitMs: 200 });
-    const listing = await buildListing({ endpointUrl: seller.url, maxLatencyMs: 500, safeToRetry: false });
-    const res = await api("POST", `/api/invoke/${listing.id}`, {
-      key: buyer.apiKey,
-      body: { input: { k: 2 } },
-    });
-    expect(res.status).toBe(202);
-    const id = res.body.invocation_id;
+    const id = await invokeAndDie(false, { k: 2 });
     await waitFor("the queue's run", async () => (await invocationStatus(id)) === "failed", 15000);
     expect((await listAttempts(db(), id)).map((a) => a.status)).toEqual(["abandoned"]);
     expect(seller.calls.filter((c) => c.body.invocation_id === id)).toHaveLength(0);

@@ -95,6 +95,12 @@ export function invocationColumns(row: NewInvocation | NewX402Invocation) {
   };
 }
 
+/** The invocation's outbox row (job id = invocation id, queue = the binding): a CTE over `inv`. */
+const JOB_CTE = `job as (
+       insert into job_outbox (queue, job_id, payload)
+       select ?, inv.id::text, jsonb_build_object('invocation_id', inv.id) from inv
+     )`;
+
 /**
  * Inserts an invocation and its outbox row (job id = invocation id) in one statement: atomic without
  * an explicit transaction, and one round trip on the hot path.
@@ -108,10 +114,7 @@ export async function insertInvocationWithJob(
   const result = await preparedRaw(
     q,
     `with inv as (${insert.sql}),
-     job as (
-       insert into job_outbox (queue, job_id, payload)
-       select ?, inv.id::text, jsonb_build_object('invocation_id', inv.id) from inv
-     )
+     ${JOB_CTE}
      select * from inv`,
     [...insert.bindings, queue],
   );
@@ -156,10 +159,7 @@ export async function insertClaimedInvocation(
   const result = await preparedRaw(
     q,
     `with inv as (${insert.sql}),
-     job as (
-       insert into job_outbox (queue, job_id, payload)
-       select ?, inv.id::text, jsonb_build_object('invocation_id', inv.id) from inv
-     ), ${CANDIDATES_CTE}, first as (
+     ${JOB_CTE}, ${CANDIDATES_CTE}, first as (
        ${FIRST_ATTEMPT_INSERT}
        returning id
      )
