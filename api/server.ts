@@ -1,6 +1,7 @@
 import type { Server } from "node:http";
 import { getConfig } from "../shared/config.js";
 import { closeDb } from "../shared/db/knex.js";
+import { startInvalidationListener } from "../shared/invalidation.js";
 import { onShutdown } from "../shared/lifecycle.js";
 import { logger } from "../shared/log.js";
 import { closeSafeFetch } from "../shared/net/safe-fetch.js";
@@ -12,7 +13,8 @@ import { HOUSEKEEPING } from "./housekeeping.js";
 import { createHttpServer } from "./http-server.js";
 
 /**
- * Starts the web process: the API, plus the outbox sweeper and the approval expiry sweep. Shutdown stops
+ * Starts the web process: the API, plus the outbox sweeper, the approval expiry sweep and the listener
+ * that keeps its caches told of changes (shared/invalidation.ts). Shutdown stops
  * new connections and lets in-flight requests finish before queues and the database close
  * (shared/lifecycle.ts phases).
  */
@@ -27,6 +29,8 @@ export async function startWeb(): Promise<Server> {
   const approvalExpiry = startApprovalExpiry();
   onShutdown("approval expiry", "background", () => approvalExpiry.stop());
   onShutdown("outbox marks", "background", flushJobMarks);
+  // Before listening: a request answered from a cache must already be hearing about changes.
+  await startInvalidationListener();
 
   const server = createHttpServer().listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {

@@ -46,6 +46,8 @@ export interface Config {
   circuitFailureThreshold: number;
   circuitCooldownMs: number;
   rankingStatsTtlMs: number;
+  apiKeyCacheSize: number;
+  cacheFreshnessMs: number;
   chainRpcUrl: string | undefined;
   chainId: number;
   chainName: string;
@@ -509,6 +511,20 @@ export const SETTINGS = {
     "how long a process reuses a listing's recent-call statistics for ranking (0 reads them on every execute); circuit state is always read live",
     0,
     60_000,
+  ),
+  apiKeyCacheSize: int(
+    "API_KEY_CACHE_SIZE",
+    10_000,
+    'API keys each API process keeps resolved in memory (0 reads the key row on every request); a revocation or rotation still binds in every process before its request answers (docs/architecture.md "Caches that are told"); off on a Redis Cluster',
+    0,
+    1_000_000,
+  ),
+  cacheFreshnessMs: int(
+    "CACHE_FRESHNESS_MS",
+    250,
+    "how long a pong on the invalidation channel lets a process answer from its caches, and how long a revocation or rotation waits before it answers",
+    30,
+    5_000,
   ),
   chainRpcUrl: url(
     "CHAIN_RPC_URL",

@@ -2,7 +2,9 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError } from "../errors.js";
+import { type InvalidationBus, invalidationBus } from "../invalidation.js";
 import { hashApiKey, isWellFormedApiKey } from "./api-keys.js";
+import { KeyCache } from "./key-cache.js";
 import { type KeyPolicy, policyFromRow } from "./key-policy.js";
 import { findApiKeyBySecretHash } from "./store/api-keys.js";
 
@@ -15,12 +17,23 @@ export interface Principal {
   policy: KeyPolicy;
 }
 
+let cache: { bus: InvalidationBus; keys: KeyCache<Principal> } | undefined;
+
+/** This process's key cache; undefined when caching is off (API_KEY_CACHE_SIZE=0, a Redis Cluster). */
+function keyCache(): KeyCache<Principal> | undefined {
+  const bus = invalidationBus();
+  if (!bus) return undefined;
+  if (cache?.bus !== bus) cache = { bus, keys: new KeyCache(bus, getConfig().apiKeyCacheSize) };
+  return cache.keys;
+}
+
 /**
  * Resolves an Authorization header to the agent behind it, with the key's policy. Missing, malformed,
  * unknown, revoked and expired (rotated, past the grace period) keys are all 401 UNAUTHORIZED; which one
- * it was is said in the message, never whose key it might be. Every request reads the key row, so a
- * revocation, a policy change or the end of a grace period is effective on the next request in every
- * process.
+ * it was is said in the message, never whose key it might be. A key's current secret is answered from
+ * the process's key cache when it holds it (key-cache.ts): a revocation or rotation answers only once
+ * no process can still answer from that entry, so it is effective on the next request in every process.
+ * Everything else (a rotated-out secret in its grace period, a miss) reads the key row.
  */
 export async function authenticate(header: string | undefined): Promise<Principal> {
   if (!header) throw new AppError("UNAUTHORIZED", "missing Authorization: Bearer <api key>");
@@ -28,12 +41,19 @@ export async function authenticate(header: string | undefined): Promise<Principa
   if (!match) throw new AppError("UNAUTHORIZED", "Authorization must be 'Bearer <api key>'");
   const token = match[1]!;
   if (!isWellFormedApiKey(token)) throw new AppError("UNAUTHORIZED", "API key is malformed (expected amk_…)");
-  const key = await findApiKeyBySecretHash(db(), hashApiKey(token));
+  const hash = hashApiKey(token);
+  const cache = keyCache();
+  const cached = cache?.get(hash);
+  if (cached) return cached;
+  const generation = cache?.generation();
+  const key = await findApiKeyBySecretHash(db(), hash);
   if (!key) throw new AppError("UNAUTHORIZED", "API key is not recognised");
   if (key.revoked_at) throw new AppError("UNAUTHORIZED", "API key has been revoked");
   if (!key.is_current && !key.previous_live)
     throw new AppError("UNAUTHORIZED", "API key was rotated and its grace period has ended");
-  return { agentId: key.agent_id, apiKeyId: key.id, policy: policyFromRow(key) };
+  const principal = { agentId: key.agent_id, apiKeyId: key.id, policy: policyFromRow(key) };
+  if (key.is_current && generation !== undefined) cache!.remember(hash, principal, generation);
+  return principal;
 }
 
 /**

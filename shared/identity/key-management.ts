@@ -4,6 +4,7 @@ import { recordAudit } from "../audit/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { AppError, validationError } from "../errors.js";
+import { publishInvalidation } from "../invalidation.js";
 import { isUuid } from "../kernel/ids.js";
 import { formatUsdc, micros, parseUsdc } from "../kernel/money.js";
 import { apiKeyDisplay, generateApiKey, hashApiKey } from "./api-keys.js";
@@ -216,6 +217,9 @@ export async function rotateKey(
       key_id: target.id,
       status: "revoked",
     });
+  // The old secret's cache entries go (it is now judged by its grace period). The new secret is only
+  // in this answer: a failure to tell is logged, not thrown, and entries expire by age (key-cache.ts).
+  await publishInvalidation("api_keys", [target.id]).catch(() => {});
   return { key: await viewOf(principal, rotated.id), api_key: token, api_key_notice: NOTICE };
 }
 
@@ -230,8 +234,9 @@ export type SettlePendingOfRevokedKey = (
 ) => Promise<string[]>;
 
 /**
- * POST /api/keys/{id}/revoke: both secrets stop working on the next request in every process (each
- * request reads the key row). Approvals still pending under the key are denied in the same transaction
+ * POST /api/keys/{id}/revoke: both secrets stop working on the next request in every process: the answer
+ * waits until no process's key cache can still hold the key (shared/invalidation.ts), or is a 503 that
+ * asks for a repeat when the other processes could not be told. Approvals still pending under the key are denied in the same transaction
  * (holds released) by `settlePending`. Revoking a revoked key changes nothing and answers the same.
  */
 export async function revokeKey(
@@ -260,5 +265,7 @@ export async function revokeKey(
       data: { by_key_id: principal.apiKeyId, reason, denied_approval_ids: denied },
     });
   });
+  // Told even when it was already revoked: a repeat after a 503 here must still reach every process.
+  await publishInvalidation("api_keys", [target.id]);
   return { key: await viewOf(principal, target.id) };
 }

@@ -5,6 +5,7 @@ import { createHttpServer } from "../../api/http-server.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { closeDb } from "../../shared/db/knex.js";
 import { freePort } from "../../shared/infra/free-port.js";
+import { startInvalidationListener, stopInvalidationListener } from "../../shared/invalidation.js";
 import { startSweeper } from "../../shared/outbox/outbox.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
 import { type Runner, runExecutionsHere } from "../../shared/routing/index.js";
@@ -64,12 +65,15 @@ export async function startService(
         : undefined;
   const here = runner ? runExecutionsHere(runner, config.queueConcurrency.executions) : undefined;
   const sweeper = options.sweeper === false ? undefined : startSweeper(HOUSEKEEPING);
+  // As in the API process: its key cache is on and told of revocations.
+  await startInvalidationListener();
   return {
     baseUrl: `http://127.0.0.1:${config.port}`,
     worker,
     async stop() {
       await here?.drain();
       await sweeper?.stop();
+      await stopInvalidationListener();
       await worker?.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

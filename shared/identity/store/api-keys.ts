@@ -145,7 +145,3 @@ export async function revokeApiKeyOnce(q: Db, id: string): Promise<ApiKeyRow | u
     .returning("*");
   return row;
 }
-
-export async function revokeApiKey(q: Db, id: string): Promise<void> {
-  await revokeApiKeyOnce(q, id);
-}
