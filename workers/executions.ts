@@ -26,8 +26,8 @@ export function processExecution(payload: QueuePayload<"executions">) {
 }
 
 /** The same run in the request that submitted it, from the claim its insert made (runs-here.ts). */
-export const runExecutionHere: Runner = (invocationId, claim) =>
-  runInvocation({ invocation_id: invocationId }, x402EdgeSettlement, claim);
+export const runExecutionHere: Runner = (invocationId, claim, early) =>
+  runInvocation({ invocation_id: invocationId }, x402EdgeSettlement, claim, early);
 
 /**
  * Lets the API of this process run executions in the requests that submit them (runs-here.ts), as many

@@ -102,13 +102,15 @@ const submitRoute = defineRoute({
   responses: { 200: ExecuteResult, 202: Accepted },
   errors: RUN_ERRORS,
   // A quoted execute reads its quote's listing instead.
-  prefetch: (body: Static<typeof ExecuteBody>) => (body.quote_id ? undefined : readTaskListings(body.task)),
+  // The reads start in this call; the promise only carries them to the handler.
+  prefetch: (body: Static<typeof ExecuteBody>) =>
+    body.quote_id ? undefined : Promise.resolve(readTaskListings(body.task)),
   async handle(
     ctx,
     {
       body,
       prefetched,
-    }: { body: Static<typeof ExecuteBody>; prefetched?: ReturnType<typeof readTaskListings> },
+    }: { body: Static<typeof ExecuteBody>; prefetched?: Promise<ReturnType<typeof readTaskListings>> },
   ) {
     const submission = await submitExecution(
       ctx.state.auth!,
@@ -118,7 +120,7 @@ const submitRoute = defineRoute({
         maxCostUsdc: body.constraints?.max_cost,
         idempotencyKey: idempotencyKey(ctx, body.idempotency_key),
         quoteId: body.quote_id,
-        taskListings: prefetched,
+        taskListings: await prefetched,
       },
       ctx.state.requestId,
     );

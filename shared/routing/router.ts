@@ -3,6 +3,7 @@ import { db } from "../db/knex.js";
 import { type KeyPolicy, type ScopeExclusion, scopeExclusion } from "../identity/index.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import type { PaidGate } from "../money/index.js";
+import { openCircuits } from "./circuits.js";
 import { recentCallStats } from "./ranking-stats.js";
 
 /**
@@ -96,13 +97,56 @@ function exclusion(listing: ListingRow, rules: ExclusionRules): ExclusionReason 
   return null;
 }
 
+/** A task's listings being read ahead of ranking, with the circuit states read beside them. */
+export interface TaskRead {
+  listings: Promise<ListingRow[]>;
+  /** Open circuits among the ids the task's listings had at their last read in this process. */
+  circuits?: { ids: ReadonlySet<string>; open: Promise<Set<string>> };
+}
+
+/** Tasks whose listing ids were read lately (bounded: the oldest goes first). */
+const MAX_TASKS_REMEMBERED = 1000;
+const lastIds = new Map<string, string[]>();
+
 /**
  * The active listings answering to a task, as ranking reads them: it does not depend on the caller, so
  * POST /api/execute starts it while the key is looked up (RouteDef.prefetch) and hands it to
- * rankCandidates. Retired or repriced listings bind as they would: it is read on every request.
+ * rankCandidates. Retired or repriced listings bind as they would: it is read on every request. The
+ * circuits of the listings the task had last time are read at the same time (Redis beside PostgreSQL,
+ * not after it); ranking reads those of any listing that has joined since (circuitsOf).
  */
-export function readTaskListings(task: string): Promise<ListingRow[]> {
-  return findActiveByTaskAlias(db(), task);
+export function readTaskListings(
+  task: string,
+  readOpenCircuits: (ids: string[]) => Promise<Set<string>> = openCircuits,
+): TaskRead {
+  const listings = findActiveByTaskAlias(db(), task);
+  listings.then(
+    (rows) => {
+      lastIds.delete(task);
+      lastIds.set(
+        task,
+        rows.map((l) => l.id),
+      );
+      if (lastIds.size > MAX_TASKS_REMEMBERED) lastIds.delete(lastIds.keys().next().value!);
+    },
+    () => {},
+  );
+  const ids = lastIds.get(task);
+  if (!ids?.length) return { listings };
+  return { listings, circuits: { ids: new Set(ids), open: readOpenCircuits(ids) } };
+}
+
+/** The open circuits among ids: those read ahead where they cover an id, the rest read now. */
+async function circuitsOf(
+  ids: string[],
+  ahead: TaskRead["circuits"],
+  readOpenCircuits: (ids: string[]) => Promise<Set<string>>,
+): Promise<Set<string>> {
+  if (!ahead) return readOpenCircuits(ids);
+  const missing = ids.filter((id) => !ahead.ids.has(id));
+  if (missing.length === 0) return ahead.open;
+  const [open, more] = await Promise.all([ahead.open, readOpenCircuits(missing)]);
+  return new Set([...open, ...more]);
 }
 
 /**
@@ -123,15 +167,15 @@ export async function rankCandidates(
     policy?: KeyPolicy;
     buyerAgentId?: string;
     /** The task's listings, already being read (readTaskListings, started by the route's prefetch). */
-    listings?: Promise<ListingRow[]>;
+    read?: TaskRead;
   } = {},
 ): Promise<Ranking> {
-  const listings = await (options.listings ?? findActiveByTaskAlias(db(), task, options));
+  const listings = await (options.read?.listings ?? findActiveByTaskAlias(db(), task, options));
   const ids = listings.map((l) => l.id);
   const anyPaid = listings.some((l) => micros(l.price_micros) > 0n);
   const [stats, open, gate] = await Promise.all([
     recentCallStats(ids),
-    openCircuits(ids),
+    circuitsOf(ids, options.read?.circuits, openCircuits),
     typeof gateSource === "function" ? (anyPaid ? gateSource() : null) : gateSource,
   ]);
   // With no paid listing the gate excludes nothing; a closed stand-in keeps that true.

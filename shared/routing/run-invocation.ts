@@ -6,8 +6,9 @@ import { micros } from "../kernel/money.js";
 import { retryTransient } from "../money/index.js";
 import { providerAttempts } from "../observability/metrics.js";
 import type { QueuePayload } from "../queues.js";
-import { openCall } from "./call-gate.js";
+import { type CallGate, type EarlyGate, openCall, releaseEarlyGate } from "./call-gate.js";
 import { offerCompletion } from "./completions.js";
+import type { LimitedListing } from "./listing-limits.js";
 import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
 import { callProvider, MAX_PROVIDER_LATENCY_MS, type ProviderResult } from "./provider-call.js";
 import {
@@ -175,8 +176,23 @@ async function succeed(
   return receiptId ? "succeeded" : "already_finished";
 }
 
-function callTimeoutMs(listing: CallTarget): number {
+function callTimeoutMs(listing: Pick<CallTarget, "max_latency_ms">): number {
   return Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS);
+}
+
+/** Asks the call gate for a listing, for as long as one call to it and its record may take. */
+function openCallTo(listing: LimitedListing & Pick<CallTarget, "max_latency_ms">): Promise<CallGate> {
+  return openCall(listing, callTimeoutMs(listing) + ATTEMPT_MARGIN_MS);
+}
+
+/**
+ * Opens the early gate (call-gate.ts) for a run's first candidate, for as long as its call and record may
+ * take; its failure is the run's to meet when it takes the gate, never an unhandled rejection.
+ */
+export function openEarlyGate(listing: LimitedListing & Pick<CallTarget, "max_latency_ms">): EarlyGate {
+  const gate = openCallTo(listing);
+  gate.catch(() => {});
+  return { listingId: listing.id, gate };
 }
 
 /** Inserts the next attempt, or throws RunInProgress when a concurrent run took that number first. */
@@ -231,12 +247,28 @@ export interface LastFailure {
  * listing that is not safe_to_retry, and only within each listing's rate and concurrency limits. Success
  * records the attempt, the outcome and the receipt (for the listing that served) in one statement. Safe
  * to run again, or twice at once, for the same id. `claimed` is a claim the submitting insert already made
- * (insertClaimedInvocation, for a run in the submitting process): the run starts from it.
+ * (insertClaimedInvocation, for a run in the submitting process): the run starts from it, and `early` is
+ * the call gate asked for its first candidate meanwhile (EarlyGate), given back if the run does not use it.
  */
 export async function runInvocation(
   payload: QueuePayload<"executions">,
   edge: EdgeSettlement,
   claimed?: RunClaim,
+  early?: EarlyGate,
+): Promise<ExecutionOutcome> {
+  const first = early ? { early, taken: false } : undefined;
+  try {
+    return await runClaimed(payload, edge, claimed, first);
+  } finally {
+    if (first && !first.taken) await releaseEarlyGate(first.early);
+  }
+}
+
+async function runClaimed(
+  payload: QueuePayload<"executions">,
+  edge: EdgeSettlement,
+  claimed: RunClaim | undefined,
+  first: { early: EarlyGate; taken: boolean } | undefined,
 ): Promise<ExecutionOutcome> {
   const claim = claimed ?? (await claimRun(db(), payload.invocation_id, RUN_TIMING));
   if (!claim) return "already_finished";
@@ -281,7 +313,13 @@ export async function runInvocation(
       await skipAttempt(attempt.id, "TIMEOUT", last.message);
       break;
     }
-    const gate = await openCall(target, callTimeoutMs(target) + ATTEMPT_MARGIN_MS);
+    let gate: CallGate;
+    if (first && !first.taken && first.early.listingId === target.id) {
+      first.taken = true;
+      gate = await first.early.gate;
+    } else {
+      gate = await openCallTo(target);
+    }
     if (!gate.ok) {
       passedOver.add(target.id);
       last =

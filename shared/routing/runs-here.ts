@@ -11,10 +11,14 @@
 // turns stale is sent as well; the worker then finds the live attempt and waits until it has ended
 // (docs/architecture.md "Executions run where they are submitted").
 
+import type { EarlyGate } from "./call-gate.js";
 import type { RunClaim } from "./store/invocations.js";
 
-/** Runs one invocation to its end; with a claim when the submission already made it (one round trip). */
-export type Runner = (invocationId: string, claim?: RunClaim) => Promise<unknown>;
+/**
+ * Runs one invocation to its end; with a claim when the submission already made it (one round trip), and
+ * the call gate it asked for the first candidate meanwhile.
+ */
+export type Runner = (invocationId: string, claim?: RunClaim, early?: EarlyGate) => Promise<unknown>;
 
 let runner: Runner | undefined;
 let slots = 0;
@@ -51,7 +55,12 @@ export type AfterRun = (ran: boolean, error?: unknown) => Promise<boolean>;
 /** A slot taken before the invocation is inserted, so that the insert can claim the run (runs here). */
 export interface RunSlot {
   /** Starts the run; the promise never rejects and answers AfterRun's answer. */
-  start(invocationId: string, claim: RunClaim | undefined, after: AfterRun): Promise<boolean>;
+  start(
+    invocationId: string,
+    claim: RunClaim | undefined,
+    after: AfterRun,
+    early?: EarlyGate,
+  ): Promise<boolean>;
   /** Gives the slot back unused (the insert failed or was not made). */
   release(): void;
 }
@@ -68,8 +77,8 @@ export function reserveRunHere(): RunSlot | undefined {
     taken -= 1;
   };
   return {
-    start(invocationId, claim, after) {
-      const ended = run(invocationId, claim)
+    start(invocationId, claim, after, early) {
+      const ended = run(invocationId, claim, early)
         .then(
           () => after(true),
           (error: unknown) => after(false, error),

@@ -20,13 +20,14 @@ import { assertCustodyOpen, paidGate, retryTransient } from "../money/index.js";
 import { markJobSent } from "../outbox/index.js";
 import { enqueue, type JobWatch, watchJob } from "../queues.js";
 import { needsApproval, requestApproval } from "./approvals/approvals.js";
+import { type EarlyGate, releaseEarlyGate } from "./call-gate.js";
 import { openCircuits } from "./circuits.js";
 import { takeCompletion } from "./completions.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
 import { holdForInvocation } from "./paid-invocations.js";
 import { notInvocable, quoteNotUsable, quoteToPay } from "./quotes.js";
-import { type Candidate, candidateView, type Ranking, rankCandidates } from "./router.js";
-import { RUN_TIMING } from "./run-invocation.js";
+import { type Candidate, candidateView, type Ranking, rankCandidates, type TaskRead } from "./router.js";
+import { openEarlyGate, RUN_TIMING } from "./run-invocation.js";
 import { type RunSlot, reserveRunHere } from "./runs-here.js";
 import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
 import { insertAwaitingInvocation } from "./store/approvals.js";
@@ -54,7 +55,7 @@ export interface ExecuteRequest {
   /** A ledger quote (POST /api/quotes): locks the quoted listing and charges the quoted price. */
   quoteId?: string;
   /** The task's listings, already being read (readTaskListings, from the route's prefetch). */
-  taskListings?: Promise<ListingRow[]>;
+  taskListings?: TaskRead;
 }
 
 export interface InvokeRequest {
@@ -113,7 +114,7 @@ export async function submitExecution(
   const ranking = await rankCandidates(req.task, maxCostMicros, paidGate, openCircuits, {
     policy,
     buyerAgentId: principal.agentId,
-    listings: req.taskListings,
+    read: req.taskListings,
   });
   const chosen = ranking.eligible[0];
   assertNotOnlyOwnListings(req.task, ranking);
@@ -340,6 +341,10 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   const awaiting = limited && needsApproval(principal.policy, work.holdMicros);
   // A run in this process is claimed by the insert itself (runs-here.ts): its slot is taken first.
   const slot = awaiting ? undefined : reserveRunHere();
+  const transaction = Boolean(key || paid || work.quote);
+  // Free unkeyed work claimed here asks the first candidate's call gate while the insert is written: the
+  // two round trips overlap. Not for a transaction, which may yet replay a key or refuse a quote.
+  const early = slot && !transaction ? openEarlyGate(work.listing) : undefined;
   let claim: RunClaim | undefined;
   const insert = async (q: Db): Promise<InvocationRow> => {
     if (!slot) return insertInvocationWithJob(q, row, "executions");
@@ -348,41 +353,41 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   };
   let invocation: InvocationRow;
   try {
-    invocation =
-      key || paid || work.quote
-        ? await retryTransient(() =>
-            db().transaction(async (trx) => {
-              if (paid) await assertCustodyOpen(trx);
-              const inserted = awaiting ? await insertAwaitingInvocation(trx, row) : await insert(trx);
-              if (key) {
-                // After the invocation row (the key references it); an already-claimed key rolls it back.
-                const claim = await claimIdempotencyKey(
-                  trx,
-                  { agent_id: principal.agentId, key, fingerprint: print, invocation_id: invocationId },
-                  getConfig().idempotencyRetentionHours,
-                );
-                if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
-              }
-              // After the key's claim, so a retried request replays instead of meeting its own used quote.
-              if (work.quote && !(await useQuote(trx, work.quote.id, invocationId))) {
-                throw quoteNotUsable((await findQuote(trx, work.quote.id))!);
-              }
-              if (paid) {
-                await holdForInvocation(trx, inserted, work.holdMicros, {
-                  listedPriceMicros: micros(work.listing.price_micros),
-                  maxCostMicros: work.maxCostMicros,
-                  route: work.operation,
-                  ...(work.quote ? { quoteId: work.quote.id } : {}),
-                });
-              }
-              if (limited) await reserveDailySpend(trx, principal, invocationId, work.holdMicros);
-              if (awaiting) await requestApproval(trx, principal, invocationId, work.holdMicros, requestId);
-              return inserted;
-            }),
-          )
-        : await insert(db());
+    invocation = transaction
+      ? await retryTransient(() =>
+          db().transaction(async (trx) => {
+            if (paid) await assertCustodyOpen(trx);
+            const inserted = awaiting ? await insertAwaitingInvocation(trx, row) : await insert(trx);
+            if (key) {
+              // After the invocation row (the key references it); an already-claimed key rolls it back.
+              const claim = await claimIdempotencyKey(
+                trx,
+                { agent_id: principal.agentId, key, fingerprint: print, invocation_id: invocationId },
+                getConfig().idempotencyRetentionHours,
+              );
+              if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
+            }
+            // After the key's claim, so a retried request replays instead of meeting its own used quote.
+            if (work.quote && !(await useQuote(trx, work.quote.id, invocationId))) {
+              throw quoteNotUsable((await findQuote(trx, work.quote.id))!);
+            }
+            if (paid) {
+              await holdForInvocation(trx, inserted, work.holdMicros, {
+                listedPriceMicros: micros(work.listing.price_micros),
+                maxCostMicros: work.maxCostMicros,
+                route: work.operation,
+                ...(work.quote ? { quoteId: work.quote.id } : {}),
+              });
+            }
+            if (limited) await reserveDailySpend(trx, principal, invocationId, work.holdMicros);
+            if (awaiting) await requestApproval(trx, principal, invocationId, work.holdMicros, requestId);
+            return inserted;
+          }),
+        )
+      : await insert(db());
   } catch (error) {
     slot?.release();
+    if (early) await releaseEarlyGate(early);
     if (!(error instanceof KeyAlreadyClaimed)) throw error;
     const original = await findInvocation(db(), error.existing.invocation_id);
     return { replayed: true, invocation: resolveReplay(error.existing, print, original!) };
@@ -390,7 +395,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
 
   if (awaiting) return { replayed: false, invocation, completion: undefined };
   const completion = slot
-    ? runHere(slot, invocationId, claim, requestId)
+    ? runHere(slot, invocationId, claim, requestId, early)
     : await enqueueExecution(invocationId, requestId);
   return { replayed: false, invocation, completion };
 }
@@ -415,20 +420,26 @@ function runHere(
   invocationId: string,
   claim: RunClaim | undefined,
   requestId: string | undefined,
+  early?: EarlyGate,
 ): JobWatch | undefined {
-  const ended = slot.start(invocationId, claim, async (ran, error) => {
-    // Nothing is left to send: the sweeper must not send this invocation's job.
-    if (ran) {
-      markJobSent("executions", invocationId);
-      return true;
-    }
-    logger().warn(
-      { err: error, request_id: requestId, invocation_id: invocationId },
-      "the run in this process failed; the queue takes it over",
-    );
-    const watch = await enqueueExecution(invocationId, requestId);
-    return watch ? watch.ended : false;
-  });
+  const ended = slot.start(
+    invocationId,
+    claim,
+    async (ran, error) => {
+      // Nothing is left to send: the sweeper must not send this invocation's job.
+      if (ran) {
+        markJobSent("executions", invocationId);
+        return true;
+      }
+      logger().warn(
+        { err: error, request_id: requestId, invocation_id: invocationId },
+        "the run in this process failed; the queue takes it over",
+      );
+      const watch = await enqueueExecution(invocationId, requestId);
+      return watch ? watch.ended : false;
+    },
+    early,
+  );
   const waitMs = getConfig().executeSyncWaitMs;
   return waitMs > 0 ? boundedWait(ended, waitMs) : undefined;
 }

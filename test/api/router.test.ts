@@ -375,6 +375,29 @@ describe("circuit breaker in routing", () => {
     expect(failing.calls).toHaveLength(5);
   });
 
+  it("a listing that joined a task since its last read has its circuit read too (the rest read beside the listings)", async () => {
+    const task = taskName();
+    const healthy = await seller(ok({ from: "healthy" }));
+    const failing = await seller(broken);
+    await buildListing({ endpointUrl: healthy.url, tags: [task] });
+    // This process now knows the task's listings: the next execute reads their circuits ahead.
+    const first = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(first.body.output).toEqual({ from: "healthy" });
+    const joined = await buildListing({
+      endpointUrl: failing.url,
+      tags: [task],
+      verificationStatus: "verified",
+      safeToRetry: false,
+    });
+    for (let i = 0; i < 5; i++) {
+      await api("POST", `/api/invoke/${joined.id}`, { key: buyer.apiKey, body: { input: {} } });
+    }
+    const routed = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+    expect(routed.body.output).toEqual({ from: "healthy" });
+    // Left out by ranking with its reason, not chosen first and then refused by the call gate.
+    expect(routed.body.selection.excluded).toEqual([{ listing_id: joined.id, reason: "circuit_open" }]);
+  });
+
   it("ranking adapts: a top listing that fails loses its place to one that succeeds", async () => {
     const task = taskName();
     const failing = await seller(broken);

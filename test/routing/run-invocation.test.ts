@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ListingRow } from "../../shared/catalog/store/listings.js";
 import { closeDb, db } from "../../shared/db/knex.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
-import { RunInProgress } from "../../shared/routing/run-invocation.js";
+import { openCall } from "../../shared/routing/call-gate.js";
+import { openEarlyGate, RunInProgress } from "../../shared/routing/run-invocation.js";
 import {
   type AttemptRow,
   findInvocation,
@@ -13,7 +14,7 @@ import {
   listAttempts,
 } from "../../shared/routing/store/invocations.js";
 import type { ReceiptRow } from "../../shared/routing/store/receipts.js";
-import { processExecution, startExecutionsWorker } from "../../workers/executions.js";
+import { processExecution, runExecutionHere, startExecutionsWorker } from "../../workers/executions.js";
 import { buildAgent, buildListing, insertInvocation, type TestAgent } from "../helpers/factories.js";
 import { json, type SellerHandler, startSeller, type TestSeller } from "../helpers/seller.js";
 
@@ -63,7 +64,7 @@ function statuses(attempts: AttemptRow[]): string[] {
 /** Runs body with a loopback seller, a listing pointing at it, and an invocation of that listing. */
 async function withSeller(
   handler: SellerHandler,
-  listingOptions: { safeToRetry?: boolean; maxLatencyMs?: number },
+  listingOptions: { safeToRetry?: boolean; maxLatencyMs?: number; concurrencyLimit?: number },
   body: (ctx: { seller: TestSeller; listing: ListingRow; invocation: InvocationRow }) => Promise<void>,
 ): Promise<void> {
   const seller = await startSeller(handler);
@@ -234,6 +235,46 @@ describe("processExecution with a healthy seller", () => {
 
   it("an unknown invocation id is already_finished, not an error", async () => {
     expect(await processExecution({ invocation_id: randomUUID() })).toBe("already_finished");
+  });
+});
+
+// A run here gets the call gate of its first candidate asked while the insert claimed it (submission.ts).
+describe("a run with an early call gate", () => {
+  const answer = (_call: unknown, res: Parameters<SellerHandler>[1]) =>
+    json(res, 200, { success: true, output: { ok: true } });
+
+  /** Whether the listing's one concurrency slot is free: taken and given back at once. */
+  async function slotIsFree(listing: ListingRow): Promise<boolean> {
+    const gate = await openCall(listing, 5000);
+    if (gate.ok) await gate.finish(null);
+    return gate.ok;
+  }
+
+  it("calls its listing through it (with one slot, a second gate would be refused) and frees it", async () => {
+    await withSeller(answer, { concurrencyLimit: 1 }, async ({ seller, listing, invocation }) => {
+      const early = openEarlyGate(listing);
+      expect(await runExecutionHere(invocation.id, undefined, early)).toBe("succeeded");
+      expect(seller.calls).toHaveLength(1);
+      expect(await slotIsFree(listing)).toBe(true);
+    });
+  });
+
+  it("asked for a listing the run does not call first is given back when the run ends", async () => {
+    const other = await buildListing({ endpointUrl: "http://127.0.0.1:9/unused", concurrencyLimit: 1 });
+    await withSeller(answer, {}, async ({ invocation }) => {
+      const early = openEarlyGate(other);
+      expect(await runExecutionHere(invocation.id, undefined, early)).toBe("succeeded");
+      expect(await slotIsFree(other)).toBe(true);
+    });
+  });
+
+  it("is given back when the run finds its invocation already finished", async () => {
+    await withSeller(answer, { concurrencyLimit: 1 }, async ({ listing, invocation }) => {
+      expect(await processExecution({ invocation_id: invocation.id })).toBe("succeeded");
+      const early = openEarlyGate(listing);
+      expect(await runExecutionHere(invocation.id, undefined, early)).toBe("already_finished");
+      expect(await slotIsFree(listing)).toBe(true);
+    });
   });
 });
 
