@@ -86,10 +86,13 @@ async function main(): Promise<void> {
   if (applied.length > 0) say(`applied ${applied.length} migrations`);
   if (config.devChain) await startDevChain(say).catch((err) => Promise.reject(asPortInUse(err, chainPort)));
   if (startTracing("agentmarket")) onShutdown("tracing", "clients", stopTracing);
-  await startWorkers(QUEUE_NAMES);
+  // The workers reach first-party tools (echo…) through this process's HTTP server: it listens before
+  // they take a job (a job left from the last run would otherwise meet a refused connection and count
+  // against the tool's circuit), and they drain before it closes.
+  await startWeb().catch((err) => Promise.reject(asPortInUse(err, apiPort)));
+  await startWorkers(QUEUE_NAMES, "hosted work");
   // Both halves live here: an execute runs in its own request, the queue stays the fallback.
   runExecutionsInThisProcess();
-  await startWeb().catch((err) => Promise.reject(asPortInUse(err, apiPort)));
   say(`Agent Market is up: ${getConfig().publicBaseUrl} (try GET /api/health)`);
 }
 

@@ -2,12 +2,15 @@ import { getConfig } from "./config.js";
 import { logger } from "./log.js";
 
 /**
- * Shutdown runs in phases so that nothing closes under something still using it: first stop taking
- * work (HTTP server drains, workers finish active jobs), then background loops, then clients (queues,
- * outbound HTTP), then the database pool, and last the embedded PostgreSQL and Redis of `npm start`.
+ * Shutdown runs in phases so that nothing closes under something still using it: first, in the
+ * all-in-one process, the work that calls this process's own HTTP server (its workers and the runs in
+ * requests reach first-party tools such as echo there: closed first, they would meet a refused
+ * connection and count it against the tool's circuit); then stop taking work (HTTP server drains,
+ * workers finish active jobs), then background loops, then clients (queues, outbound HTTP), then the
+ * database pool, and last the embedded PostgreSQL and Redis of `npm start`.
  */
-export type ShutdownPhase = "ingress" | "background" | "clients" | "database" | "embedded";
-const PHASES: ShutdownPhase[] = ["ingress", "background", "clients", "database", "embedded"];
+export type ShutdownPhase = "hosted work" | "ingress" | "background" | "clients" | "database" | "embedded";
+const PHASES: ShutdownPhase[] = ["hosted work", "ingress", "background", "clients", "database", "embedded"];
 
 const closers = new Map<string, { phase: ShutdownPhase; close: () => Promise<unknown> }>();
 let stopping: Promise<void> | undefined;

@@ -38,7 +38,8 @@ export function runExecutionsInThisProcess(): void {
   const config = getConfig();
   if (!config.executeInProcess) return;
   const here = runExecutionsHere(runExecutionHere, config.queueConcurrency.executions);
-  onShutdown("executions run here", "ingress", here.drain);
+  // Before the HTTP server closes: a run reaches first-party tools through it.
+  onShutdown("executions run here", "hosted work", here.drain);
 }
 
 const validatePayload = payloadValidator(QUEUES.executions.payload);
