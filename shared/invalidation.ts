@@ -1,9 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { Redis, type RedisOptions } from "ioredis";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Redis } from "ioredis";
 import { getConfig } from "./config.js";
 import { AppError } from "./errors.js";
 import { onShutdown } from "./lifecycle.js";
 import { logger } from "./log.js";
+import { serverClient } from "./redis.js";
 
 // Process-local caches whose entries must stop answering at once, in every process, when their row
 // changes (an API key's revocation): docs/architecture.md "Caches that are told". A change is published
@@ -80,9 +82,12 @@ export class InvalidationBus {
   async start(): Promise<void> {
     if (this.subscriber) return;
     // Reconnects by itself; while it is away the caches go stale, which is all that matters here.
-    const subscriber = quietClient(this.options.redisUrl, {
+    const subscriber = serverClient(this.options.redisUrl, "invalidations", {
       enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
       connectionName: `agentmarket-invalidations-${this.id}`,
+      // Subscribed on every ready below instead, in one place.
+      autoResubscribe: false,
     });
     // Sent before any ping of this connection, so a pong always answers after the subscription.
     subscriber.on("ready", () => {
@@ -94,7 +99,7 @@ export class InvalidationBus {
     });
     subscriber.on("message", (_channel: string, raw: string) => this.receive(raw));
     this.subscriber = subscriber;
-    this.publisher = quietClient(this.options.redisUrl, { enableOfflineQueue: false });
+    this.publisher = publisherClient(this.options.redisUrl, false);
     const every = Math.max(10, Math.floor(this.options.windowMs / 3));
     this.pinger = setInterval(() => this.ping(), every);
     this.pinger.unref();
@@ -122,7 +127,7 @@ export class InvalidationBus {
     const message = JSON.stringify({ topic, ids, from: this.id } satisfies Message);
     // A process that never started listening (one without caches of its own) publishes on a connection
     // of the moment.
-    const publisher = this.publisher ?? quietClient(this.options.redisUrl, {});
+    const publisher = this.publisher ?? publisherClient(this.options.redisUrl, true);
     let lastError: unknown;
     try {
       for (let attempt = 1; attempt <= PUBLISH_ATTEMPTS; attempt++) {
@@ -185,13 +190,9 @@ export class InvalidationBus {
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A connection whose errors are handled by its callers (no "Unhandled error event" lines). */
-function quietClient(url: string, options: RedisOptions): Redis {
-  const client = new Redis(url, { maxRetriesPerRequest: 1, ...options });
-  client.on("error", () => {});
-  return client;
+/** The writer's connection: kept beside the subscriber, or made for one publish (queued until it is up). */
+function publisherClient(url: string, forOnePublish: boolean): Redis {
+  return serverClient(url, "invalidations", { maxRetriesPerRequest: 1, enableOfflineQueue: forOnePublish });
 }
 
 let bus: InvalidationBus | undefined;

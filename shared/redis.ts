@@ -83,6 +83,14 @@ function withErrorLog(client: RedisClient, role: string): RedisClient {
   return client;
 }
 
+/**
+ * A connection to one Redis server at `url` (not a cluster), with the service's error log: for what
+ * needs one server's ordering, such as the invalidation channel's subscriber and its pings.
+ */
+export function serverClient(url: string, role: string, options: RedisOptions): Redis {
+  return withErrorLog(new Redis(url, options), role) as Redis;
+}
+
 let commands: RedisClient | undefined;
 
 /** One connection per process for plain commands (limits, circuit state); it queues while reconnecting. */

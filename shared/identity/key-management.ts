@@ -236,8 +236,9 @@ export type SettlePendingOfRevokedKey = (
 /**
  * POST /api/keys/{id}/revoke: both secrets stop working on the next request in every process: the answer
  * waits until no process's key cache can still hold the key (shared/invalidation.ts), or is a 503 that
- * asks for a repeat when the other processes could not be told. Approvals still pending under the key are denied in the same transaction
- * (holds released) by `settlePending`. Revoking a revoked key changes nothing and answers the same.
+ * asks for a repeat when the other processes could not be told. Approvals still pending under the key
+ * are denied in the same transaction (holds released) by `settlePending`. Revoking a revoked key changes
+ * nothing and answers the same (and tells the processes again).
  */
 export async function revokeKey(
   principal: Principal,

@@ -115,10 +115,7 @@ const lastIds = new Map<string, string[]>();
  * circuits of the listings the task had last time are read at the same time (Redis beside PostgreSQL,
  * not after it); ranking reads those of any listing that has joined since (circuitsOf).
  */
-export function readTaskListings(
-  task: string,
-  readOpenCircuits: (ids: string[]) => Promise<Set<string>> = openCircuits,
-): TaskRead {
+export function readTaskListings(task: string): TaskRead {
   const listings = findActiveByTaskAlias(db(), task);
   listings.then(
     (rows) => {
@@ -133,7 +130,7 @@ export function readTaskListings(
   );
   const ids = lastIds.get(task);
   if (!ids?.length) return { listings };
-  return { listings, circuits: { ids: new Set(ids), open: readOpenCircuits(ids) } };
+  return { listings, circuits: { ids: new Set(ids), open: openCircuits(ids) } };
 }
 
 /** The open circuits among ids: those read ahead where they cover an id, the rest read now. */

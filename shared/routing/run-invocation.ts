@@ -180,8 +180,11 @@ function callTimeoutMs(listing: Pick<CallTarget, "max_latency_ms">): number {
   return Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS);
 }
 
+/** What the call gate needs of a listing: its limits, and its latency cap for how long a slot is held. */
+type GateTarget = LimitedListing & Pick<CallTarget, "max_latency_ms">;
+
 /** Asks the call gate for a listing, for as long as one call to it and its record may take. */
-function openCallTo(listing: LimitedListing & Pick<CallTarget, "max_latency_ms">): Promise<CallGate> {
+function openCallTo(listing: GateTarget): Promise<CallGate> {
   return openCall(listing, callTimeoutMs(listing) + ATTEMPT_MARGIN_MS);
 }
 
@@ -189,7 +192,7 @@ function openCallTo(listing: LimitedListing & Pick<CallTarget, "max_latency_ms">
  * Opens the early gate (call-gate.ts) for a run's first candidate, for as long as its call and record may
  * take; its failure is the run's to meet when it takes the gate, never an unhandled rejection.
  */
-export function openEarlyGate(listing: LimitedListing & Pick<CallTarget, "max_latency_ms">): EarlyGate {
+export function openEarlyGate(listing: GateTarget): EarlyGate {
   const gate = openCallTo(listing);
   gate.catch(() => {});
   return { listingId: listing.id, gate };

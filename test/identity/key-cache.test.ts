@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { getConfig } from "../../shared/config.js";
@@ -24,7 +25,14 @@ function principal(apiKeyId = randomUUID()) {
   return { agentId: randomUUID(), apiKeyId, policy: UNRESTRICTED };
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Two API processes listening on one fresh channel. */
+async function twoProcesses() {
+  const channel = `test:${randomUUID()}`;
+  const a = apiProcess(channel);
+  const b = apiProcess(channel);
+  await Promise.all([a.bus.start(), b.bus.start()]);
+  return { a, b };
+}
 
 afterEach(async () => {
   for (const bus of started.splice(0)) await bus.stop();
@@ -32,10 +40,7 @@ afterEach(async () => {
 
 describe("the key cache across processes", () => {
   it("a published revocation has emptied every process's entry by the time the publish returns", async () => {
-    const channel = `test:${randomUUID()}`;
-    const a = apiProcess(channel);
-    const b = apiProcess(channel);
-    await Promise.all([a.bus.start(), b.bus.start()]);
+    const { a, b } = await twoProcesses();
     const who = principal();
     for (const p of [a, b]) p.keys.remember("hash-1", who, p.keys.generation());
     expect(b.keys.get("hash-1")).toEqual(who);
@@ -52,10 +57,7 @@ describe("the key cache across processes", () => {
   });
 
   it("does not keep a read that a change overtook (the generation moved while it read)", async () => {
-    const channel = `test:${randomUUID()}`;
-    const a = apiProcess(channel);
-    const b = apiProcess(channel);
-    await Promise.all([a.bus.start(), b.bus.start()]);
+    const { a, b } = await twoProcesses();
     const who = principal();
     const before = b.keys.generation();
     // The revocation commits and is told while b's read of the (still active) row is in flight.
