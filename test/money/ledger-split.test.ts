@@ -66,6 +66,7 @@ describe("retryTransient", () => {
     ).rejects.toThrow(/23505/);
     expect(calls).toBe(1);
     expect(isRetryableDbError(pgError("40P01"))).toBe(true);
+    expect(isRetryableDbError(pgError("55P03"))).toBe(true);
     expect(isRetryableDbError(new Error("plain"))).toBe(false);
     expect(isRetryableDbError(null)).toBe(false);
   });

@@ -291,6 +291,29 @@ describe("ledger flows", () => {
     }
   });
 
+  it("a capture and a release racing under their own keys: one resolves the hold, the other is told so", async () => {
+    const [buyer, seller] = (await agentIds(2)) as [string, string];
+    await creditDeposit(mv(buyer, 100_000n, "deposit"));
+    let captured = 0;
+    for (let round = 0; round < 100; round++) {
+      const hold = mv(buyer, 100n, "hold");
+      await holdFunds(hold);
+      const outcomes = await Promise.allSettled([
+        captureHold({ holdKey: hold.idempotencyKey, sellerAgentId: seller, idempotencyKey: key("capture") }),
+        releaseHold({ holdKey: hold.idempotencyKey, idempotencyKey: key("release") }),
+      ]);
+      const won = outcomes.filter((o) => o.status === "fulfilled");
+      expect(won).toHaveLength(1);
+      const lost = outcomes.find((o) => o.status === "rejected") as PromiseRejectedResult;
+      expect(lost.reason).toBeInstanceOf(HoldAlreadyResolvedError);
+      if (outcomes[0]!.status === "fulfilled") captured++;
+    }
+    const [available, held, ,] = await balancesOf(buyer);
+    expect(held).toBe(0n);
+    expect(available).toBe(100_000n - BigInt(captured) * 100n);
+    expect((await balancesOf(seller))[2]).toBe(BigInt(captured) * 97n);
+  });
+
   it("USDC and tUSDC never mix: separate balances, and a leg pair across currencies is refused", async () => {
     const [agent, other] = (await agentIds(2)) as [string, string];
     await creditDeposit(mv(agent, 10n, "deposit", "USDC"));
@@ -334,6 +357,40 @@ describe("ledger flows", () => {
     );
     expect(new Set(clearing.map((a) => a.id)).size).toBe(1);
     expect(clearing[0]).toMatchObject({ owner_agent_id: null, allow_negative: true });
+  });
+
+  it("names accounts by key: created on first use, and a replay matches them by key or by id", async () => {
+    const [agent] = (await agentIds(1)) as [string];
+    expect(await accountsOwnedBy(db(), [agent])).toEqual([]);
+    const transferKey = key("keyed");
+    const legs = [
+      { account: { owner: null, kind: "chain_clearing", currency: "USDC" } as const, amountMicros: -7n },
+      { account: { owner: agent, kind: "agent_available", currency: "USDC" } as const, amountMicros: 7n },
+    ];
+    const first = await postTransaction({ kind: "deposit", idempotencyKey: transferKey, legs });
+    expect(first.replayed).toBe(false);
+    const [created] = await accountsOwnedBy(db(), [agent]);
+    expect(created).toMatchObject({ kind: "agent_available", currency: "USDC", balance_micros: 7n });
+    expect(created!.allow_negative).toBe(false);
+
+    // The same legs again, by key and then with the agent's account by id: the first transaction.
+    expect(await postTransaction({ kind: "deposit", idempotencyKey: transferKey, legs })).toEqual({
+      transactionId: first.transactionId,
+      replayed: true,
+    });
+    const byId = [legs[0]!, { account: { id: created!.id }, amountMicros: 7n }];
+    expect(
+      (await postTransaction({ kind: "deposit", idempotencyKey: transferKey, legs: byId })).replayed,
+    ).toBe(true);
+    // The key with another account (the agent's held funds) is a different transaction: a bug.
+    const other = [
+      legs[0]!,
+      { account: { owner: agent, kind: "agent_held", currency: "USDC" } as const, amountMicros: 7n },
+    ];
+    await expect(
+      postTransaction({ kind: "deposit", idempotencyKey: transferKey, legs: other }),
+    ).rejects.toThrow(/already used for a different transaction/);
+    expect(await balancesOf(agent)).toEqual([7n, 0n, 0n, 0n]);
   });
 
   it("refuses legs that do not sum to zero, zero legs and single legs as programming errors", async () => {

@@ -1,18 +1,18 @@
 import type { Knex } from "knex";
 import { db } from "../../db/knex.js";
 import {
+  type AccountRef,
   accountFor,
   type Currency,
   type LedgerLeg,
   type LedgerReference,
   type PostResult,
-  platformAccount,
   platformSplit,
   postTransaction,
   retryTransient,
   type TransactionKind,
 } from "./ledger.js";
-import { findTransactionByKey, type LedgerAccountRow, lockAccounts, transactionEntries } from "./store.js";
+import { type AccountKind, findHoldByKey, findTransactionByKey, lockAccounts } from "./store.js";
 
 // The named money movements of the money paths (docs/payments.md "Ledger"), each one call and one ledger
 // transaction. Every helper takes an optional knex transaction: given one, it joins the caller's
@@ -56,10 +56,15 @@ function requirePositive(amountMicros: bigint): void {
   }
 }
 
+/** An account by what it is; the post that uses it locks it (and creates it on first use) in one statement. */
+function named(owner: string | null, kind: AccountKind, currency: Currency): AccountRef {
+  return { owner, kind, currency };
+}
+
 function move(
   kind: TransactionKind,
-  from: LedgerAccountRow,
-  to: LedgerAccountRow,
+  from: AccountRef,
+  to: AccountRef,
   m: AgentMovement,
   trx: Knex.Transaction | undefined,
 ): Promise<PostResult> {
@@ -81,24 +86,22 @@ function move(
 /** Reserves an agent's funds for a paid call (available → held); PAYMENT_REQUIRED when short. */
 export async function holdFunds(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
   requirePositive(m.amountMicros);
-  const available = await accountFor(m.agentId, "agent_available", m.currency, trx);
-  const held = await accountFor(m.agentId, "agent_held", m.currency, trx);
-  return move("hold", available, held, m, trx);
+  const available = named(m.agentId, "agent_available", m.currency);
+  return move("hold", available, named(m.agentId, "agent_held", m.currency), m, trx);
 }
 
-/** Reads a posted hold by its idempotency key (undefined when there is none). */
+/** Reads a posted hold by its idempotency key (undefined when there is none), in one read. */
 export async function findHold(holdKey: string, trx?: Knex.Transaction): Promise<HoldView | undefined> {
-  const q = trx ?? db();
-  const hold = await findTransactionByKey(q, holdKey);
+  const hold = await findHoldByKey(trx ?? db(), holdKey);
   if (!hold) return undefined;
   if (hold.kind !== "hold") throw new Error(`ledger transaction ${holdKey} is a ${hold.kind}, not a hold`);
-  const heldEntry = (await transactionEntries(q, hold.id)).find((e) => e.kind === "agent_held");
-  if (!heldEntry?.owner_agent_id) throw new Error(`ledger hold ${holdKey} has no held entry`);
+  if (!hold.held_owner || hold.held_micros === null || !hold.held_currency)
+    throw new Error(`ledger hold ${holdKey} has no held entry`);
   return {
     transactionId: hold.id,
-    agentId: heldEntry.owner_agent_id,
-    currency: heldEntry.currency,
-    amountMicros: heldEntry.amount_micros,
+    agentId: hold.held_owner,
+    currency: hold.held_currency,
+    amountMicros: hold.held_micros,
     reference:
       hold.reference_type && hold.reference_id ? { type: hold.reference_type, id: hold.reference_id } : null,
   };
@@ -130,13 +133,10 @@ export async function captureHold(
   }
   const returned = hold.amountMicros - captured;
   const { feeMicros, sellerMicros } = platformSplit(captured);
-  const held = await accountFor(hold.agentId, "agent_held", hold.currency, trx);
-  const revenue = await platformAccount("platform_revenue", hold.currency, trx);
-  const seller = r.sellerAgentId
-    ? await accountFor(r.sellerAgentId, "seller_payable", hold.currency, trx)
-    : revenue;
-  const available =
-    returned > 0n ? await accountFor(hold.agentId, "agent_available", hold.currency, trx) : undefined;
+  const held = named(hold.agentId, "agent_held", hold.currency);
+  const revenue = named(null, "platform_revenue", hold.currency);
+  const seller = r.sellerAgentId ? named(r.sellerAgentId, "seller_payable", hold.currency) : revenue;
+  const available = returned > 0n ? named(hold.agentId, "agent_available", hold.currency) : undefined;
   const legs: LedgerLeg[] = [
     { account: held, amountMicros: -hold.amountMicros },
     { account: seller, amountMicros: sellerMicros },
@@ -167,8 +167,8 @@ export async function captureHold(
 /** Voids a whole hold on failure (held → available). Throws HoldAlreadyResolvedError like a capture. */
 export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Promise<PostResult> {
   const hold = await requireHold(r.holdKey, trx);
-  const held = await accountFor(hold.agentId, "agent_held", hold.currency, trx);
-  const available = await accountFor(hold.agentId, "agent_available", hold.currency, trx);
+  const held = named(hold.agentId, "agent_held", hold.currency);
+  const available = named(hold.agentId, "agent_available", hold.currency);
   return postTransaction(
     {
       kind: "release",
@@ -188,33 +188,29 @@ export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Pr
 /** Credits a confirmed deposit to an agent (chain clearing → available). */
 export async function creditDeposit(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
   requirePositive(m.amountMicros);
-  const clearing = await platformAccount("chain_clearing", m.currency, trx);
-  const available = await accountFor(m.agentId, "agent_available", m.currency, trx);
-  return move("deposit", clearing, available, m, trx);
+  const clearing = named(null, "chain_clearing", m.currency);
+  return move("deposit", clearing, named(m.agentId, "agent_available", m.currency), m, trx);
 }
 
 /** Posts a seller's listing bond from its available funds (available → bonds); PAYMENT_REQUIRED when short. */
 export async function postBond(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
   requirePositive(m.amountMicros);
-  const available = await accountFor(m.agentId, "agent_available", m.currency, trx);
-  const bonds = await accountFor(m.agentId, "bonds", m.currency, trx);
-  return move("bond_post", available, bonds, m, trx);
+  const available = named(m.agentId, "agent_available", m.currency);
+  return move("bond_post", available, named(m.agentId, "bonds", m.currency), m, trx);
 }
 
 /** Returns a bond to the seller's available funds (bonds → available); whether it may is the caller's rule. */
 export async function releaseBond(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
   requirePositive(m.amountMicros);
-  const bonds = await accountFor(m.agentId, "bonds", m.currency, trx);
-  const available = await accountFor(m.agentId, "agent_available", m.currency, trx);
-  return move("bond_release", bonds, available, m, trx);
+  const bonds = named(m.agentId, "bonds", m.currency);
+  return move("bond_release", bonds, named(m.agentId, "agent_available", m.currency), m, trx);
 }
 
 /** Records a payout sent to a seller (seller payable → chain clearing); PAYMENT_REQUIRED when short. */
 export async function recordPayout(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
   requirePositive(m.amountMicros);
-  const payable = await accountFor(m.agentId, "seller_payable", m.currency, trx);
-  const clearing = await platformAccount("chain_clearing", m.currency, trx);
-  return move("payout", payable, clearing, m, trx);
+  const payable = named(m.agentId, "seller_payable", m.currency);
+  return move("payout", payable, named(null, "chain_clearing", m.currency), m, trx);
 }
 
 /** A faucet top-up: what it credited (0 when nothing was due) and the agent's available tUSDC after it. */
@@ -256,10 +252,9 @@ export async function topUpFromFaucet(
     }
     const due = t.targetMicros - balance;
     if (due <= 0n) return { creditedMicros: 0n, availableMicros: balance, grant: null };
-    const faucet = await platformAccount("sandbox_faucet", "tUSDC", q);
     const posted = await move(
       "faucet",
-      faucet,
+      named(null, "sandbox_faucet", "tUSDC"),
       available,
       {
         agentId: t.agentId,
@@ -308,9 +303,9 @@ export async function recordX402Settlement(
 ): Promise<CaptureResult> {
   requirePositive(s.amountMicros);
   const { feeMicros, sellerMicros } = platformSplit(s.amountMicros);
-  const clearing = await platformAccount("chain_clearing", "USDC", trx);
-  const revenue = await platformAccount("platform_revenue", "USDC", trx);
-  const seller = s.sellerAgentId ? await accountFor(s.sellerAgentId, "seller_payable", "USDC", trx) : revenue;
+  const clearing = named(null, "chain_clearing", "USDC");
+  const revenue = named(null, "platform_revenue", "USDC");
+  const seller = s.sellerAgentId ? named(s.sellerAgentId, "seller_payable", "USDC") : revenue;
   const legs: LedgerLeg[] = [
     { account: clearing, amountMicros: -s.amountMicros },
     { account: seller, amountMicros: sellerMicros },

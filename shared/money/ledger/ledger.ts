@@ -3,22 +3,37 @@ import { db } from "../../db/knex.js";
 import { AppError } from "../../errors.js";
 import { formatUsdc } from "../../kernel/money.js";
 import {
+  type AccountKey,
+  type AccountRef,
   type AgentAccountKind,
+  accountNames,
   agentAccounts,
-  applyEntries,
   type Currency,
+  createAccounts,
   findTransactionByKey,
   getOrCreateAccount,
-  insertTransaction,
+  isResolved,
   type LedgerAccountRow,
-  lockAccounts,
+  type LedgerEntryView,
+  lockAccountRefs,
+  lockForPost,
   type NewEntry,
   type PlatformAccountKind,
+  refName,
   type TransactionKind,
   transactionEntries,
+  writeTransaction,
 } from "./store.js";
 
-export type { AgentAccountKind, Currency, LedgerAccountRow, PlatformAccountKind, TransactionKind };
+export type {
+  AccountKey,
+  AccountRef,
+  AgentAccountKind,
+  Currency,
+  LedgerAccountRow,
+  PlatformAccountKind,
+  TransactionKind,
+};
 
 /** The platform's share of a captured payment, in percent (the seller gets the rest). */
 export const PLATFORM_FEE_PERCENT = 3n;
@@ -29,9 +44,9 @@ export interface LedgerReference {
   id: string;
 }
 
-/** One signed amount on one account: negative debits it, positive credits it. */
+/** One signed amount on one account (by id or by key): negative debits it, positive credits it. */
 export interface LedgerLeg {
-  account: Pick<LedgerAccountRow, "id">;
+  account: AccountRef;
   amountMicros: bigint;
 }
 
@@ -102,15 +117,17 @@ export async function balances(
   };
 }
 
-const RETRYABLE_CODES = new Set(["40001", "40P01"]);
+// 55P03 (lock not available) comes from a NOWAIT lock: the ledger takes an account created by another
+// transaction that way, out of id order, rather than risk a deadlock (lockLegAccounts).
+const RETRYABLE_CODES = new Set(["40001", "40P01", "55P03"]);
 const MAX_ATTEMPTS = 5;
 
-/** True for PostgreSQL serialization failures (40001) and deadlocks (40P01): safe to run again. */
+/** True for serialization failures (40001), deadlocks (40P01) and NOWAIT refusals (55P03): safe to run again. */
 export function isRetryableDbError(error: unknown): boolean {
   return RETRYABLE_CODES.has((error as { code?: unknown } | null)?.code as string);
 }
 
-/** Runs a whole transaction again on 40001/40P01, up to 5 attempts, with jittered exponential pauses. */
+/** Runs a whole transaction again when isRetryableDbError, up to 5 attempts, with jittered pauses. */
 export async function retryTransient<T>(run: () => Promise<T>, maxAttempts = MAX_ATTEMPTS): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -140,57 +157,80 @@ function checkLegs(input: PostTransactionInput): void {
  * Posts a double-entry transaction: legs sum to zero in one currency (else a plain Error: a programming
  * error), accounts locked in id order, and a leg that would take a non-negative account below zero
  * refuses the whole transaction with PAYMENT_REQUIRED, writing nothing. Given a caller's transaction it
- * joins it (inside a savepoint, so a refusal leaves the caller's work intact) and never retries: the
- * caller owns the retry. Alone it runs its own transaction and retries it on 40001/40P01.
+ * joins it and never retries: the caller owns the retry. A refusal comes before any write (apart from
+ * accounts created on first use) and no statement of a post is expected to fail, so the caller's work
+ * stays intact without a savepoint. Alone it runs its own transaction and retries it (retryTransient).
  */
 export async function postTransaction(
   input: PostTransactionInput,
   trx?: Knex.Transaction,
 ): Promise<PostResult> {
   checkLegs(input);
-  try {
-    if (trx) return await trx.transaction((savepoint) => post(savepoint, input));
-    return await retryTransient(() => db().transaction((own) => post(own, input)));
-  } catch (error) {
-    if (!(error instanceof HoldAlreadyResolvedError)) throw error;
-    // Two posts of one key that resolve one hold, at once: both pass the key check before either has
-    // inserted, and the loser can meet the resolves-once index before the key's. Then the hold was
-    // resolved by this very key, so the answer is the replay. Once the winner has committed (the loser
-    // waited for it), its key is visible: READ COMMITTED reads it afresh.
-    if (!(await findTransactionByKey(trx ?? db(), input.idempotencyKey))) throw error;
-    if (trx) return trx.transaction((savepoint) => replay(savepoint, input));
-    return db().transaction((own) => replay(own, input));
-  }
+  if (trx) return post(trx, input);
+  return retryTransient(() => db().transaction((own) => post(own, input)));
 }
 
+/**
+ * Two round trips when nothing is in the way: one statement locks the accounts and reads whether the
+ * key or the hold is taken, one writes the transaction, its entries and the balances. What the lock's
+ * snapshot cannot show (a post that committed while this one waited for a lock) is read again, afresh,
+ * before a refusal and when the write finds its key or its hold taken.
+ */
 async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
-  const row = await insertTransaction(q, {
-    kind: input.kind,
-    idempotency_key: input.idempotencyKey,
-    reference_type: input.reference?.type ?? null,
-    reference_id: input.reference?.id ?? null,
-    resolves_transaction_id: input.resolves ?? null,
-    metadata: input.metadata ?? {},
-  }).catch((error: unknown) => {
-    const pg = error as { code?: string; constraint?: string };
-    if (pg.code === "23505" && pg.constraint === "ledger_transactions_resolves_once" && input.resolves) {
-      throw new HoldAlreadyResolvedError(input.resolves);
-    }
-    throw error;
-  });
-  if (!row) return replay(q, input);
-
-  const ids = [...new Set(input.legs.map((leg) => leg.account.id))];
-  const accounts = new Map((await lockAccounts(q, ids)).map((a) => [a.id, a]));
-  if (accounts.size !== ids.length) throw new Error("a ledger leg names an account that does not exist");
-  const currencies = new Set([...accounts.values()].map((a) => a.currency));
+  const locked = await lockLegAccounts(q, input);
+  if (locked.keyTakenBy) return replay(q, input);
+  if (locked.holdResolvedBy && input.resolves) throw new HoldAlreadyResolvedError(input.resolves);
+  const currencies = new Set([...locked.accounts.values()].map((a) => a.currency));
   if (currencies.size !== 1) {
     throw new Error(`a ledger transaction cannot mix currencies (${[...currencies].join(", ")})`);
   }
 
+  let entries: NewEntry[];
+  try {
+    entries = entriesFor(input.legs, locked.accounts);
+  } catch (refusal) {
+    const first = await answerOfFirstPost(q, input);
+    if (first) return first;
+    throw refusal;
+  }
+  const id = await writeTransaction(
+    q,
+    {
+      kind: input.kind,
+      idempotency_key: input.idempotencyKey,
+      reference_type: input.reference?.type ?? null,
+      reference_id: input.reference?.id ?? null,
+      resolves_transaction_id: input.resolves ?? null,
+      metadata: input.metadata ?? {},
+    },
+    entries,
+  );
+  if (id) return { transactionId: id, replayed: false };
+  const first = await answerOfFirstPost(q, input);
+  if (first) return first;
+  throw new Error(`ledger transaction ${input.idempotencyKey} met a unique index, but nothing holds it`);
+}
+
+/**
+ * When a post that committed first took this post's key, the replay; when it resolved this post's hold
+ * under another key, HoldAlreadyResolvedError. Read afresh: under READ COMMITTED a new statement sees
+ * what committed since the lock was taken. Undefined when neither happened.
+ */
+async function answerOfFirstPost(
+  q: Knex.Transaction,
+  input: PostTransactionInput,
+): Promise<PostResult | undefined> {
+  if (await findTransactionByKey(q, input.idempotencyKey)) return replay(q, input);
+  if (input.resolves && (await isResolved(q, input.resolves)))
+    throw new HoldAlreadyResolvedError(input.resolves);
+  return undefined;
+}
+
+/** Each leg as an entry with its account's running balance; PAYMENT_REQUIRED when one would go short. */
+function entriesFor(legs: LedgerLeg[], accounts: Map<string, LedgerAccountRow>): NewEntry[] {
   const running = new Map([...accounts.values()].map((a) => [a.id, a.balance_micros]));
-  const entries: NewEntry[] = input.legs.map((leg) => {
-    const account = accounts.get(leg.account.id)!;
+  return legs.map((leg) => {
+    const account = accounts.get(refName(leg.account))!;
     const before = running.get(account.id)!;
     const after = before + leg.amountMicros;
     if (after < 0n && !account.allow_negative) throw insufficientFunds(account, before, -leg.amountMicros);
@@ -202,8 +242,47 @@ async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<P
       balance_after_micros: after,
     };
   });
-  await applyEntries(q, row.id, entries);
-  return { transactionId: row.id, replayed: false };
+}
+
+interface LockedLegs {
+  /** Every locked account under both its names (refName). */
+  accounts: Map<string, LedgerAccountRow>;
+  keyTakenBy: string | null;
+  holdResolvedBy: string | null;
+}
+
+/**
+ * Locks the legs' accounts in id order, with what the lock's snapshot saw of the post's key and hold.
+ * Accounts named by key are created on first use (then the lock is taken again, over them too); an id
+ * that names no account is a programming error.
+ */
+async function lockLegAccounts(q: Knex.Transaction, input: PostTransactionInput): Promise<LockedLegs> {
+  const refs = [...new Map(input.legs.map((leg) => [refName(leg.account), leg.account])).values()];
+  const first = await lockForPost(q, refs, input);
+  const accounts = new Map<string, LedgerAccountRow>();
+  for (const row of first.accounts) for (const name of accountNames(row)) accounts.set(name, row);
+  const missing = refs.filter((ref) => !accounts.has(refName(ref)));
+  if (missing.some((ref) => "id" in ref))
+    throw new Error("a ledger leg names an account that does not exist");
+  if (missing.length > 0) {
+    await createAccounts(q, missing as AccountKey[]);
+    // Rows this transaction just made, or that another made since the lock's snapshot. Taking them now
+    // breaks id order (this post already holds the others), so they are taken without waiting: when a
+    // transaction holds one, 55P03 here runs the whole transaction again (retryTransient), and its first
+    // lock then sees them. Waiting instead could close a cycle, found only after deadlock_timeout (1 s):
+    // that is what 20 parallel first holds of one buyer did.
+    for (const row of await lockAccountRefs(q, missing, { noWait: true }))
+      for (const name of accountNames(row)) accounts.set(name, row);
+    if (refs.some((ref) => !accounts.has(refName(ref))))
+      throw new Error("a ledger account was created but is not visible");
+  }
+  return { accounts, keyTakenBy: first.keyTakenBy, holdResolvedBy: first.holdResolvedBy };
+}
+
+/** True when a recorded entry is this leg: same account (by id, or by owner, kind and currency) and amount. */
+function isLeg(leg: LedgerLeg, entry: LedgerEntryView): boolean {
+  if (entry.amount_micros !== leg.amountMicros) return false;
+  return accountNames({ ...entry, id: entry.account_id }).includes(refName(leg.account));
 }
 
 /** A key seen before returns its first transaction; the same key for different legs is a bug. */
@@ -211,14 +290,17 @@ async function replay(q: Knex.Transaction, input: PostTransactionInput): Promise
   const existing = await findTransactionByKey(q, input.idempotencyKey);
   if (!existing)
     throw new Error(`ledger idempotency key ${input.idempotencyKey} conflicted but is not visible`);
-  const recorded = (await transactionEntries(q, existing.id))
-    .map((e) => `${e.account_id}:${e.amount_micros}`)
-    .sort();
-  const asked = input.legs.map((leg) => `${leg.account.id}:${leg.amountMicros}`).sort();
+  const unmatched = await transactionEntries(q, existing.id);
+  const sameLegs =
+    unmatched.length === input.legs.length &&
+    input.legs.every((leg) => {
+      const at = unmatched.findIndex((entry) => isLeg(leg, entry));
+      if (at < 0) return false;
+      unmatched.splice(at, 1);
+      return true;
+    });
   const same =
-    existing.kind === input.kind &&
-    existing.resolves_transaction_id === (input.resolves ?? null) &&
-    recorded.join() === asked.join();
+    existing.kind === input.kind && existing.resolves_transaction_id === (input.resolves ?? null) && sameLegs;
   if (!same) {
     throw new Error(
       `ledger idempotency key ${input.idempotencyKey} was already used for a different transaction (${existing.id})`,

@@ -126,25 +126,130 @@ export async function getOrCreateAccount(
 
 /** Locks the accounts with SELECT … FOR UPDATE in id order (the one lock order: no deadlocks). */
 export async function lockAccounts(q: Db, ids: string[]): Promise<LedgerAccountRow[]> {
-  const rows = await q("ledger_accounts").whereIn("id", ids).orderBy("id").forUpdate().select("*");
-  return rows.map(toAccount);
+  return lockAccountRefs(
+    q,
+    ids.map((id) => ({ id })),
+  );
 }
 
-/** Inserts a transaction row, or returns undefined when its idempotency key is already recorded. */
-export async function insertTransaction(
-  q: Db,
-  row: Pick<
-    LedgerTransactionRow,
-    "kind" | "idempotency_key" | "reference_type" | "reference_id" | "resolves_transaction_id" | "metadata"
-  >,
-): Promise<LedgerTransactionRow | undefined> {
-  const [inserted] = await q("ledger_transactions")
-    .insert({ ...row, metadata: JSON.stringify(row.metadata) })
-    .onConflict("idempotency_key")
-    .ignore()
-    .returning("*");
-  return inserted;
+/**
+ * An account named by what it is (owner, kind, currency) rather than by id. A post resolves such names
+ * in the statement that locks its accounts, so the money paths spend no round trip looking accounts up
+ * (docs/benchmarks.md "The fourth round").
+ */
+export interface AccountKey {
+  owner: string | null;
+  kind: AccountKind;
+  currency: Currency;
 }
+
+/** How a ledger leg names its account: by id (a row read earlier) or by key. */
+export type AccountRef = Pick<LedgerAccountRow, "id"> | AccountKey;
+
+/** One string per account name: the same for a key and for the row it names (see accountNames). */
+export function refName(ref: AccountRef): string {
+  return "id" in ref ? `id:${ref.id}` : `key:${ref.owner ?? ""}/${ref.kind}/${ref.currency}`;
+}
+
+/** Both names an account answers to. */
+export function accountNames(
+  row: Pick<LedgerAccountRow, "id" | "owner_agent_id" | "kind" | "currency">,
+): [string, string] {
+  return [
+    refName({ id: row.id }),
+    refName({ owner: row.owner_agent_id, kind: row.kind, currency: row.currency }),
+  ];
+}
+
+/**
+ * Locks the accounts named by id or by key, in id order, in one statement. Accounts named by a key that
+ * does not exist yet are missing from the answer: createAccounts makes them.
+ */
+export async function lockAccountRefs(
+  q: Db,
+  refs: AccountRef[],
+  options: { noWait?: boolean } = {},
+): Promise<LedgerAccountRow[]> {
+  return (await lockForPost(q, refs, {}, options)).accounts;
+}
+
+/** What a post reads with its locks: the accounts, and what its snapshot saw of the key and the hold. */
+export interface LockedForPost {
+  accounts: LedgerAccountRow[];
+  /** A transaction already recorded under the post's key (then the post is a replay). */
+  keyTakenBy: string | null;
+  /** A transaction that already resolved the hold the post resolves. */
+  holdResolvedBy: string | null;
+}
+
+/**
+ * Locks the accounts (as lockAccountRefs) and, in the same statement, looks up the post's key and the
+ * hold it resolves. Both lookups see the statement's snapshot: a post that committed while this one
+ * waited for a lock is not in them (the account rows are: FOR UPDATE returns their latest version), so
+ * a caller that finds its write refused must read again before it answers (ledger.ts post).
+ */
+export async function lockForPost(
+  q: Db,
+  refs: AccountRef[],
+  post: { idempotencyKey?: string; resolves?: string | null } = {},
+  options: { noWait?: boolean } = {},
+): Promise<LockedForPost> {
+  const ids = refs.flatMap((r) => ("id" in r ? [r.id] : []));
+  const keys = refs.filter((r): r is AccountKey => !("id" in r));
+  const rows: (Raw<LedgerAccountRow, "balance_micros"> & {
+    key_taken_by: string | null;
+    hold_resolved_by: string | null;
+  })[] = await q("ledger_accounts")
+    .where((w) => {
+      if (ids.length > 0) w.orWhereIn("id", ids);
+      for (const k of keys)
+        w.orWhere((one) => {
+          one.where({ kind: k.kind, currency: k.currency });
+          if (k.owner === null) one.whereNull("owner_agent_id");
+          else one.where({ owner_agent_id: k.owner });
+        });
+    })
+    .orderBy("id")
+    .forUpdate()
+    .modify((query) => {
+      if (options.noWait) query.noWait();
+    })
+    .select(
+      "*",
+      q.raw("(select id from ledger_transactions where idempotency_key = ?) as key_taken_by", [
+        post.idempotencyKey ?? null,
+      ]),
+      q.raw("(select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by", [
+        post.resolves ?? null,
+      ]),
+    );
+  return {
+    accounts: rows.map(({ key_taken_by: _, hold_resolved_by: __, ...row }) => toAccount(row)),
+    keyTakenBy: rows[0]?.key_taken_by ?? null,
+    holdResolvedBy: rows[0]?.hold_resolved_by ?? null,
+  };
+}
+
+/** Creates the named accounts that do not exist (first use); race-safe like getOrCreateAccount. */
+export async function createAccounts(q: Db, keys: AccountKey[]): Promise<void> {
+  if (keys.length === 0) return;
+  await q("ledger_accounts")
+    .insert(
+      keys.map((k) => ({
+        owner_agent_id: k.owner,
+        kind: k.kind,
+        currency: k.currency,
+        allow_negative: NEGATIVE_ALLOWED.includes(k.kind),
+      })),
+    )
+    .onConflict()
+    .ignore();
+}
+
+export type NewTransaction = Pick<
+  LedgerTransactionRow,
+  "kind" | "idempotency_key" | "reference_type" | "reference_id" | "resolves_transaction_id" | "metadata"
+>;
 
 export async function findTransactionByKey(
   q: Db,
@@ -161,24 +266,91 @@ export interface NewEntry {
 }
 
 /**
- * Writes a transaction's entries and sets each touched account's balance to its last entry's
- * balance_after. The caller holds the accounts' row locks and computed the balances under them.
+ * Writes a transaction, its entries and each touched account's new balance (its last entry's
+ * balance_after) in one statement: the transaction's insert and the entries' are data-modifying CTEs
+ * beside the balances' update, and all three happen only if the transaction row was inserted. It is not
+ * when its key is already recorded or the hold it resolves is already resolved (ON CONFLICT DO NOTHING,
+ * either unique index): then nothing is written and undefined comes back. The caller holds the accounts'
+ * row locks and computed the balances under them.
  */
-export async function applyEntries(q: Db, transactionId: string, entries: NewEntry[]): Promise<void> {
-  await q("ledger_entries").insert(
-    entries.map((e) => ({
-      transaction_id: transactionId,
-      account_id: e.account_id,
-      amount_micros: e.amount_micros.toString(),
-      balance_before_micros: e.balance_before_micros.toString(),
-      balance_after_micros: e.balance_after_micros.toString(),
-    })),
-  );
+export async function writeTransaction(
+  q: Db,
+  row: NewTransaction,
+  entries: NewEntry[],
+): Promise<string | undefined> {
   const finalBalance = new Map<string, bigint>();
   for (const e of entries) finalBalance.set(e.account_id, e.balance_after_micros);
-  for (const [id, balance] of finalBalance) {
-    await q("ledger_accounts").where({ id }).update({ balance_micros: balance.toString() });
-  }
+  const entryRows = entries.map(() => "(?::int, ?::uuid, ?::bigint, ?::bigint, ?::bigint)").join(", ");
+  const balanceRows = [...finalBalance.keys()].map(() => "(?::uuid, ?::bigint)").join(", ");
+  const result = await q.raw(
+    `with tx as (
+       insert into ledger_transactions
+         (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
+       values (?, ?, ?, ?, ?::uuid, ?::jsonb)
+       on conflict do nothing
+       returning id
+     ),
+     written as (
+       insert into ledger_entries
+         (transaction_id, account_id, amount_micros, balance_before_micros, balance_after_micros)
+       select tx.id, e.account_id, e.amount, e.before, e.after
+         from tx cross join (values ${entryRows}) as e (ord, account_id, amount, before, after)
+        order by e.ord
+     ),
+     balances as (
+       update ledger_accounts a set balance_micros = b.balance
+         from (values ${balanceRows}) as b (id, balance), tx
+        where a.id = b.id
+     )
+     select id from tx`,
+    [
+      row.kind,
+      row.idempotency_key,
+      row.reference_type,
+      row.reference_id,
+      row.resolves_transaction_id,
+      JSON.stringify(row.metadata),
+      ...entries.flatMap((e, ord) => [
+        ord,
+        e.account_id,
+        e.amount_micros.toString(),
+        e.balance_before_micros.toString(),
+        e.balance_after_micros.toString(),
+      ]),
+      ...[...finalBalance].flatMap(([id, balance]) => [id, balance.toString()]),
+    ],
+  );
+  return result.rows[0]?.id;
+}
+
+/** A hold transaction with its held entry (amount, owner, currency), in one read; undefined when absent. */
+export async function findHoldByKey(
+  q: Db,
+  idempotencyKey: string,
+): Promise<
+  | (LedgerTransactionRow & {
+      held_micros: bigint | null;
+      held_owner: string | null;
+      held_currency: Currency | null;
+    })
+  | undefined
+> {
+  const result = await q.raw(
+    `select t.*, h.amount_micros::text as held_micros, h.owner_agent_id as held_owner,
+            h.currency as held_currency
+       from ledger_transactions t
+       left join lateral (
+         select e.amount_micros, a.owner_agent_id, a.currency
+           from ledger_entries e join ledger_accounts a on a.id = e.account_id
+          where e.transaction_id = t.id and a.kind = 'agent_held'
+          order by e.id limit 1
+       ) h on true
+      where t.idempotency_key = ?`,
+    [idempotencyKey],
+  );
+  const row = result.rows[0];
+  if (!row) return undefined;
+  return { ...row, held_micros: row.held_micros === null ? null : BigInt(row.held_micros) };
 }
 
 /** Every account an agent owns in one currency. */
@@ -222,4 +394,12 @@ export async function sumEntriesByCurrency(q: Db, transactionIds: string[]): Pro
     .groupBy("a.currency")
     .select("a.currency", q.raw("sum(e.amount_micros)::text as total"));
   return new Map(rows.map((r: { currency: Currency; total: string }) => [r.currency, BigInt(r.total)]));
+}
+
+/** True when a transaction (committed, or this one's) resolves the hold. */
+export async function isResolved(q: Db, holdTransactionId: string): Promise<boolean> {
+  const row = await q("ledger_transactions")
+    .where({ resolves_transaction_id: holdTransactionId })
+    .first("id");
+  return row !== undefined;
 }
