@@ -253,7 +253,7 @@ interface LockedLegs {
 
 /**
  * Locks the legs' accounts in id order, with what the lock's snapshot saw of the post's key and hold.
- * Accounts named by key are created on first use (then the lock is taken again, over them too); an id
+ * Accounts named by key that the snapshot did not show are created (first use) and then taken; an id
  * that names no account is a programming error.
  */
 async function lockLegAccounts(q: Knex.Transaction, input: PostTransactionInput): Promise<LockedLegs> {
