@@ -84,10 +84,17 @@ function clients(): { pub: PublicClient; chain: Chain } {
   return cached;
 }
 
+// Deriving the account from the key (a secp256k1 public key, then keccak) costs ~0.4 ms of CPU, and the
+// paid gate asks for it twice on every paid call (docs/benchmarks.md "The fourth round"). Kept per key,
+// since tests and the DEV_CHAIN launcher replace the config.
+let signer: { key: string; account: PrivateKeyAccount } | undefined;
+
 /** The platform's hot account, from PLATFORM_SIGNER_KEY; undefined when none is configured. */
 export function platformSigner(): PrivateKeyAccount | undefined {
   const key = getConfig().platformSignerKey;
-  return key ? privateKeyToAccount(key) : undefined;
+  if (!key) return undefined;
+  if (signer?.key !== key) signer = { key, account: privateKeyToAccount(key) };
+  return signer.account;
 }
 
 /** Where buyers pay the platform: PLATFORM_ADDRESS, else the signer's address, else undefined. */
