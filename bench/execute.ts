@@ -46,7 +46,8 @@ import {
  * BENCH_SECONDS (default 10) per run; BENCH_DATABASE / BENCH_QUEUE_PREFIX (default agentmarket_bench,
  * {ambench}) place it beside another checkout's run; BENCH_SKIP_THROUGHPUT=1 runs only the fallback scenario;
  * BENCH_ROUND_TRIPS=0 skips the counting; BENCH_CPU_PROFILE=1 profiles the service under the free execute
- * alone, at c=32 or BENCH_PROFILE_CONNECTIONS (bench/execute/cpu-profile.ts).
+ * alone (the paid one with BENCH_PROFILE_PAID=1), at c=32 or BENCH_PROFILE_CONNECTIONS
+ * (bench/execute/cpu-profile.ts).
  */
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -54,6 +55,7 @@ const SKIP_THROUGHPUT = process.env.BENCH_SKIP_THROUGHPUT === "1";
 const COUNT_ROUND_TRIPS = process.env.BENCH_ROUND_TRIPS !== "0";
 const CPU_PROFILE = process.env.BENCH_CPU_PROFILE === "1";
 const PROFILE_CONNECTIONS = Number(process.env.BENCH_PROFILE_CONNECTIONS ?? 32);
+const PROFILE_PAID = process.env.BENCH_PROFILE_PAID === "1";
 const CONNECTIONS = [1, 32] as const;
 const WARM_UP_REQUESTS = 200;
 const HEALTH_TIMEOUT_MS = 90_000;
@@ -87,15 +89,22 @@ async function startBenchService(env: Record<string, string>, nodeArgs: string[]
 }
 
 /**
- * BENCH_CPU_PROFILE=1: the free execute alone at c=BENCH_PROFILE_CONNECTIONS (default 32), under
- * --cpu-prof, summarised over its window.
+ * BENCH_CPU_PROFILE=1: the free execute alone (or with BENCH_PROFILE_PAID=1 the paid one, on the dev
+ * chain's ledger path and the upstream's loopback seller) at c=BENCH_PROFILE_CONNECTIONS (default 32),
+ * under --cpu-prof, summarised over its window.
  */
 async function runProfile(env: Record<string, string>): Promise<void> {
   const dir = mkdtempSync(join(os.tmpdir(), "agentmarket-cpu-prof-"));
-  const service = await startBenchService(env, ["--cpu-prof", `--cpu-prof-dir=${dir}`]);
+  const chain: Record<string, string> = PROFILE_PAID ? { DEV_CHAIN: "1", DEV_CHAIN_PORT: "0" } : {};
+  const service = await startBenchService({ ...env, ...chain }, ["--cpu-prof", `--cpu-prof-dir=${dir}`]);
   const apiKey = await register(service.baseUrl);
-  const { execute } = echoScenarios(service.baseUrl, apiKey);
-  await preflightEcho([execute]);
+  let { execute } = echoScenarios(service.baseUrl, apiKey);
+  if (PROFILE_PAID) {
+    if (!env.DATABASE_URL)
+      throw new Error("BENCH_PROFILE_PAID=1 needs the database's address (BENCH_DATABASE_URL)");
+    const peer = await startPeer((child) => children.push(child));
+    ({ execute } = await setUpPaid(service.baseUrl, env.DATABASE_URL, peer.sellerUrl));
+  } else await preflightEcho([execute]);
   await warmUp({ ...execute, connections: 4 }, WARM_UP_REQUESTS);
   if (env.DATABASE_URL) await analyzeDatabase(env.DATABASE_URL);
   log(`profiling ${execute.scenario} at c=${PROFILE_CONNECTIONS} for ${SECONDS} s…`);
@@ -108,6 +117,7 @@ async function runProfile(env: Record<string, string>): Promise<void> {
   );
   reportFailures(m);
   if (env.REDIS_URL) await drainExecutions(env);
+  if (PROFILE_PAID && env.DATABASE_URL) await retirePaidListings(env.DATABASE_URL);
   log("stopping the service with SIGTERM so that it writes its profile…");
   await service.stop();
   const path = findProfile(dir);
