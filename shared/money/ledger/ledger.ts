@@ -6,7 +6,6 @@ import {
   type AccountKey,
   type AccountRef,
   type AgentAccountKind,
-  accountNames,
   agentAccounts,
   type Currency,
   createAccounts,
@@ -19,7 +18,6 @@ import {
   lockForPost,
   type NewEntry,
   type PlatformAccountKind,
-  refName,
   type TransactionKind,
   transactionEntries,
   writeTransaction,
@@ -34,6 +32,21 @@ export type {
   PlatformAccountKind,
   TransactionKind,
 };
+
+/** One string per account name: the same for a key and for the row it names (see accountNames). */
+function refName(ref: AccountRef): string {
+  return "id" in ref ? `id:${ref.id}` : `key:${ref.owner ?? ""}/${ref.kind}/${ref.currency}`;
+}
+
+/** Both names an account answers to. */
+function accountNames(
+  row: Pick<LedgerAccountRow, "id" | "owner_agent_id" | "kind" | "currency">,
+): [string, string] {
+  return [
+    refName({ id: row.id }),
+    refName({ owner: row.owner_agent_id, kind: row.kind, currency: row.currency }),
+  ];
+}
 
 /** The platform's share of a captured payment, in percent (the seller gets the rest). */
 export const PLATFORM_FEE_PERCENT = 3n;

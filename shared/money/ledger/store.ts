@@ -1,3 +1,4 @@
+import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
 
 export const ACCOUNT_KINDS = [
@@ -113,15 +114,10 @@ export async function getOrCreateAccount(
       .first();
   const found = await find();
   if (found) return toAccount(found);
-  const [inserted] = await q("ledger_accounts")
-    .insert({ owner_agent_id: ownerAgentId, kind, currency, allow_negative: NEGATIVE_ALLOWED.includes(kind) })
-    .onConflict()
-    .ignore()
-    .returning("*");
-  if (inserted) return toAccount(inserted);
-  const existing = await find();
-  if (!existing) throw new Error(`ledger account ${kind}/${currency} conflicted but is not visible`);
-  return toAccount(existing);
+  await createAccounts(q, [{ owner: ownerAgentId, kind, currency }]);
+  const created = await find();
+  if (!created) throw new Error(`ledger account ${kind}/${currency} was created but is not visible`);
+  return toAccount(created);
 }
 
 /** Locks the accounts with SELECT … FOR UPDATE in id order (the one lock order: no deadlocks). */
@@ -146,19 +142,23 @@ export interface AccountKey {
 /** How a ledger leg names its account: by id (a row read earlier) or by key. */
 export type AccountRef = Pick<LedgerAccountRow, "id"> | AccountKey;
 
-/** One string per account name: the same for a key and for the row it names (see accountNames). */
-export function refName(ref: AccountRef): string {
-  return "id" in ref ? `id:${ref.id}` : `key:${ref.owner ?? ""}/${ref.kind}/${ref.currency}`;
-}
-
-/** Both names an account answers to. */
-export function accountNames(
-  row: Pick<LedgerAccountRow, "id" | "owner_agent_id" | "kind" | "currency">,
-): [string, string] {
-  return [
-    refName({ id: row.id }),
-    refName({ owner: row.owner_agent_id, kind: row.kind, currency: row.currency }),
-  ];
+/** The accounts named by id or by key, locked FOR UPDATE in id order (the one lock order). */
+function lockQuery(q: Db, refs: AccountRef[], noWait: boolean): Knex.QueryBuilder {
+  const ids = refs.flatMap((r) => ("id" in r ? [r.id] : []));
+  const keys = refs.filter((r): r is AccountKey => !("id" in r));
+  const query = q("ledger_accounts")
+    .where((w) => {
+      if (ids.length > 0) w.orWhereIn("id", ids);
+      for (const k of keys)
+        w.orWhere((one) => {
+          one.where({ kind: k.kind, currency: k.currency });
+          if (k.owner === null) one.whereNull("owner_agent_id");
+          else one.where({ owner_agent_id: k.owner });
+        });
+    })
+    .orderBy("id")
+    .forUpdate();
+  return noWait ? query.noWait() : query;
 }
 
 /**
@@ -170,7 +170,8 @@ export async function lockAccountRefs(
   refs: AccountRef[],
   options: { noWait?: boolean } = {},
 ): Promise<LedgerAccountRow[]> {
-  return (await lockForPost(q, refs, {}, options)).accounts;
+  const rows = await lockQuery(q, refs, options.noWait === true).select("*");
+  return rows.map(toAccount);
 }
 
 /** What a post reads with its locks: the accounts, and what its snapshot saw of the key and the hold. */
@@ -191,38 +192,20 @@ export interface LockedForPost {
 export async function lockForPost(
   q: Db,
   refs: AccountRef[],
-  post: { idempotencyKey?: string; resolves?: string | null } = {},
-  options: { noWait?: boolean } = {},
+  post: { idempotencyKey: string; resolves?: string | null },
 ): Promise<LockedForPost> {
-  const ids = refs.flatMap((r) => ("id" in r ? [r.id] : []));
-  const keys = refs.filter((r): r is AccountKey => !("id" in r));
   const rows: (Raw<LedgerAccountRow, "balance_micros"> & {
     key_taken_by: string | null;
     hold_resolved_by: string | null;
-  })[] = await q("ledger_accounts")
-    .where((w) => {
-      if (ids.length > 0) w.orWhereIn("id", ids);
-      for (const k of keys)
-        w.orWhere((one) => {
-          one.where({ kind: k.kind, currency: k.currency });
-          if (k.owner === null) one.whereNull("owner_agent_id");
-          else one.where({ owner_agent_id: k.owner });
-        });
-    })
-    .orderBy("id")
-    .forUpdate()
-    .modify((query) => {
-      if (options.noWait) query.noWait();
-    })
-    .select(
-      "*",
-      q.raw("(select id from ledger_transactions where idempotency_key = ?) as key_taken_by", [
-        post.idempotencyKey ?? null,
-      ]),
-      q.raw("(select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by", [
-        post.resolves ?? null,
-      ]),
-    );
+  })[] = await lockQuery(q, refs, false).select(
+    "*",
+    q.raw("(select id from ledger_transactions where idempotency_key = ?) as key_taken_by", [
+      post.idempotencyKey,
+    ]),
+    q.raw("(select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by", [
+      post.resolves ?? null,
+    ]),
+  );
   return {
     accounts: rows.map(({ key_taken_by: _, hold_resolved_by: __, ...row }) => toAccount(row)),
     keyTakenBy: rows[0]?.key_taken_by ?? null,
