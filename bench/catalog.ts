@@ -3,6 +3,7 @@ import { printMachine, printPlans, printResults, printSlowQueries, printTargets 
 import {
   aliasQueries,
   aliasScenario,
+  browseScenario,
   preflight,
   type Result,
   run,
@@ -50,9 +51,16 @@ async function main(): Promise<void> {
     searchScenario(search, "registry", 20),
     searchScenario(search, "registry", 100),
   ];
+  const browseLanes = [browseScenario("registry", 100), browseScenario("search", 100)];
   const alias = aliasScenario(aliases);
   const pages = await seedHistory(knex);
-  const scenarios = [...searchLanes, alias, statsScenario(pages), fullAggregationScenario(pages)];
+  const scenarios = [
+    ...searchLanes,
+    ...browseLanes,
+    alias,
+    statsScenario(pages),
+    fullAggregationScenario(pages),
+  ];
   log(`queries: ${search.length} search terms, ${aliases.length} task aliases`);
   await preflight(knex, searchLanes, alias);
   for (const scenario of scenarios) await warmUp(knex, scenario);

@@ -133,6 +133,27 @@ export function searchScenario(queries: readonly string[], lane: Lane, limit: nu
   };
 }
 
+/** Browsing a lane without search words (the default catalog page, market.json), whole or by category. */
+export function browseScenario(lane: Lane, limit: number): Scenario {
+  return {
+    name: `browse lane=${lane} limit=${limit}`,
+    queries: [ALL_CATEGORIES, ...CATEGORY_NAMES],
+    async call(knex, category) {
+      const query: ListingSearch = {
+        category: category === ALL_CATEGORIES ? undefined : category,
+        lane,
+        limit,
+        offset: 0,
+        featuredPerSeller: 3,
+      };
+      const { rows, total } = await searchListings(knex, query);
+      return { rows: rows.length, total };
+    },
+  };
+}
+
+const ALL_CATEGORIES = "(every category)";
+
 export function aliasScenario(queries: readonly string[]): Scenario {
   return {
     name: "alias findActiveByTaskAlias",

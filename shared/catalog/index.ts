@@ -28,13 +28,14 @@ export {
 export { changeListing, publishListing, retireOwnListing, sellerStatus } from "./seller.js";
 export { downgradeStake, postStake, releaseStake, stakeView } from "./stake.js";
 export { activeListingIdsAfter, recordProbe } from "./store/health-probes.js";
+export type { ListingSearch } from "./store/listing-search.js";
+export { searchListings } from "./store/listing-search.js";
 export type { RecentCallStats } from "./store/listing-stats.js";
 export { readListingStats, readRecentCallStats } from "./store/listing-stats.js";
-export type { Lane, ListingRow, ListingSearch, VerificationStatus } from "./store/listings.js";
+export type { Lane, ListingRow, VerificationStatus } from "./store/listings.js";
 export {
   findActiveByTaskAlias,
   findListing,
   listingColumns,
-  searchListings,
   withoutUnavailableTools,
 } from "./store/listings.js";

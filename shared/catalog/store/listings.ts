@@ -273,23 +273,13 @@ const COLUMN_NAMES = [
 ];
 
 /** Every listing column but the generated search vector (never sent to Node), table-qualified. */
-const LISTING_COLUMNS = COLUMN_NAMES.map((c) => `listings.${c}`).join(", ");
+export const LISTING_COLUMNS = COLUMN_NAMES.map((c) => `listings.${c}`).join(", ");
 
 export function listingColumns(q: Db): Knex.Raw {
   return q.raw(LISTING_COLUMNS);
 }
 
 export type Lane = "featured" | "search" | "registry";
-
-export interface ListingSearch {
-  search?: string;
-  category?: string;
-  lane: Lane;
-  limit: number;
-  offset: number;
-  /** Per-seller cap in the featured lane. */
-  featuredPerSeller: number;
-}
 
 /**
  * The lanes (spec "Discovery visibility lanes"): registry = active, approved, not failed;
@@ -329,93 +319,6 @@ export async function categoryCounts(q: Db): Promise<{ category: string; listing
     { column: "category", order: "asc" },
   ])) as unknown as { category: string; n: string }[];
   return rows.map((r) => ({ category: r.category, listings: Number(r.n) }));
-}
-
-/** Search terms → a prefix tsquery over the 'simple' vector ("doc pars" finds "document parse"). */
-function tsQuery(search: string): string | undefined {
-  const terms = search
-    .toLowerCase()
-    .split(/[^a-z0-9_]+/)
-    .filter((t) => t.length > 0)
-    .slice(0, 8);
-  return terms.length ? terms.map((t) => `${t}:*`).join(" & ") : undefined;
-}
-
-/** Substring search on names needs trigrams: a needle under 3 characters has none and would scan all. */
-const MIN_SUBSTRING_LENGTH = 3;
-
-/**
- * The lanes over listing_search, the narrow copy of the registry lane's listings (kept by a trigger,
- * migrations/20261127000110): every row is in the registry lane, search_lane marks the search lane, and
- * the featured cap counts the seller's earlier featured listings exactly as laneFilter does.
- */
-function searchRowFilter(query: Knex.QueryBuilder, lane: Lane, featuredPerSeller: number): void {
-  const available = availableToolIds();
-  query.where((w) =>
-    available.length > 0
-      ? w.whereNull("s.tool_id").orWhereIn("s.tool_id", available)
-      : w.whereNull("s.tool_id"),
-  );
-  // A bare boolean, so the planner can prove the partial indexes' `where search_lane`.
-  if (lane !== "registry") query.whereRaw("s.search_lane");
-  if (lane === "featured") {
-    query.whereRaw("s.featured");
-    query.whereRaw(
-      `(select count(*) from listings earlier
-         where earlier.featured and earlier.status = 'active'
-           and earlier.seller_id is not distinct from s.seller_id
-           and (earlier.created_at, earlier.id) < (s.created_at, s.listing_id)) < ?`,
-      [featuredPerSeller],
-    );
-  }
-}
-
-/**
- * One catalog page and the total number of matches, in one round trip. Matching, ranking and counting
- * run over listing_search (id, vector, lane flags, featured, created_at: about half a listing's width),
- * so a broad word's ~25,000 matches read half the pages; only the page's rows are then read in full.
- */
-export async function searchListings(
-  q: Db,
-  c: ListingSearch,
-): Promise<{ rows: ListingRow[]; total: number }> {
-  const ts = c.search ? tsQuery(c.search) : undefined;
-  const matches = q("listing_search as s").select(
-    "s.listing_id as id",
-    "s.featured",
-    "s.created_at",
-    ts ? q.raw("ts_rank(s.search_vector, to_tsquery('simple', ?)) as rank", [ts]) : q.raw("0::real as rank"),
-  );
-  searchRowFilter(matches, c.lane, c.featuredPerSeller);
-  if (c.category) matches.where("s.category", c.category.toLowerCase());
-  if (c.search) {
-    const needle = c.search.trim().toLowerCase();
-    const substring =
-      needle.length >= MIN_SUBSTRING_LENGTH ? `%${needle.replace(/[\\%_]/g, (m) => `\\${m}`)}%` : undefined;
-    if (!ts && !substring) return { rows: [], total: 0 };
-    matches.where((w) => {
-      if (ts) w.whereRaw("s.search_vector @@ to_tsquery('simple', ?)", [ts]);
-      if (substring) w.orWhereRaw("s.name_lower like ?", [substring]);
-    });
-  }
-  const inner = matches.toSQL();
-  const result = await q.raw(
-    `with m as materialized (${inner.sql}),
-     page as (select * from m order by rank desc, featured desc, created_at, id limit ? offset ?)
-     select ${LISTING_COLUMNS}, (select count(*) from m) as total_matches
-       from page join listings on listings.id = page.id
-      order by page.rank desc, page.featured desc, page.created_at, page.id`,
-    [...inner.bindings, c.limit, c.offset],
-  );
-  const rows = result.rows as (ListingRow & { total_matches: string })[];
-  const total =
-    rows.length > 0 ? Number(rows[0]!.total_matches) : c.offset > 0 ? await countMatches(q, c) : 0;
-  return { rows: rows.map(({ total_matches: _, ...row }) => row as ListingRow), total };
-}
-
-async function countMatches(q: Db, c: ListingSearch): Promise<number> {
-  const { total } = await searchListings(q, { ...c, offset: 0, limit: 1 });
-  return total;
 }
 
 /** A seller's listing locked for update, so concurrent changes cannot lose a version bump. */

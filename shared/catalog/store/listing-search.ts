@@ -1,0 +1,143 @@
+import type { Knex } from "knex";
+import type { Db } from "../../db/knex.js";
+import { availableToolIds } from "../../tools/index.js";
+import { type Lane, LISTING_COLUMNS, type ListingRow } from "./listings.js";
+
+// Catalog pages (GET /api/capabilities, /market.json, /api/catalog, /api/x402/listings) over
+// listing_search, the narrow copy of the registry lane's listings kept by a trigger (migrations
+// 20261127000100, …0110). Order: ts_rank for search words, then featured, then oldest; without search
+// words every rank is equal, so the order is featured, then oldest (docs/catalog.md "Search rows").
+
+export interface ListingSearch {
+  search?: string;
+  category?: string;
+  lane: Lane;
+  limit: number;
+  offset: number;
+  /** Per-seller cap in the featured lane. */
+  featuredPerSeller: number;
+}
+
+export interface SearchPage {
+  rows: ListingRow[];
+  total: number;
+}
+
+/** Search terms → a prefix tsquery over the 'simple' vector ("doc pars" finds "document parse"). */
+function tsQuery(search: string): string | undefined {
+  const terms = search
+    .toLowerCase()
+    .split(/[^a-z0-9_]+/)
+    .filter((t) => t.length > 0)
+    .slice(0, 8);
+  return terms.length ? terms.map((t) => `${t}:*`).join(" & ") : undefined;
+}
+
+/** Substring search on names needs trigrams: a needle under 3 characters has none and would scan all. */
+const MIN_SUBSTRING_LENGTH = 3;
+
+/**
+ * A lane's rows of listing_search (alias s), in a category if asked: every row is in the registry lane,
+ * search_lane marks the search lane, and the featured cap counts the seller's earlier featured listings
+ * exactly as laneFilter (listings.ts) does for the spec's "Discovery visibility lanes".
+ */
+function laneRows(q: Db, c: ListingSearch): Knex.QueryBuilder {
+  const rows = q("listing_search as s");
+  const available = availableToolIds();
+  rows.where((w) =>
+    available.length > 0
+      ? w.whereNull("s.tool_id").orWhereIn("s.tool_id", available)
+      : w.whereNull("s.tool_id"),
+  );
+  // A bare boolean, so the planner can prove the partial indexes' `where search_lane`.
+  if (c.lane !== "registry") rows.whereRaw("s.search_lane");
+  if (c.lane === "featured") {
+    rows.whereRaw("s.featured");
+    rows.whereRaw(
+      `(select count(*) from listings earlier
+         where earlier.featured and earlier.status = 'active'
+           and earlier.seller_id is not distinct from s.seller_id
+           and (earlier.created_at, earlier.id) < (s.created_at, s.listing_id)) < ?`,
+      [c.featuredPerSeller],
+    );
+  }
+  if (c.category) rows.where("s.category", c.category.toLowerCase());
+  return rows;
+}
+
+/** One catalog page and the exact number of listings that match. */
+export async function searchListings(q: Db, c: ListingSearch): Promise<SearchPage> {
+  return c.search ? rankedSearch(q, c, c.search) : browse(q, c);
+}
+
+/**
+ * Search words: match, rank and count in one round trip. Matching, ranking and counting run over
+ * listing_search (about half a listing's width), so a broad word's ~25,000 matches read half the pages;
+ * only the page's rows are then read in full.
+ */
+async function rankedSearch(q: Db, c: ListingSearch, search: string): Promise<SearchPage> {
+  const ts = tsQuery(search);
+  const needle = search.trim().toLowerCase();
+  const substring =
+    needle.length >= MIN_SUBSTRING_LENGTH ? `%${needle.replace(/[\\%_]/g, (m) => `\\${m}`)}%` : undefined;
+  if (!ts && !substring) return { rows: [], total: 0 };
+  const matches = laneRows(q, c)
+    .select(
+      "s.listing_id as id",
+      "s.featured",
+      "s.created_at",
+      ts
+        ? q.raw("ts_rank(s.search_vector, to_tsquery('simple', ?)) as rank", [ts])
+        : q.raw("0::real as rank"),
+    )
+    .where((w) => {
+      if (ts) w.whereRaw("s.search_vector @@ to_tsquery('simple', ?)", [ts]);
+      if (substring) w.orWhereRaw("s.name_lower like ?", [substring]);
+    })
+    .toSQL();
+  const result = await q.raw(
+    `with m as materialized (${matches.sql}),
+     page as (select * from m order by rank desc, featured desc, created_at, id limit ? offset ?)
+     select ${LISTING_COLUMNS}, (select count(*) from m) as total_matches
+       from page join listings on listings.id = page.id
+      order by page.rank desc, page.featured desc, page.created_at, page.id`,
+    [...matches.bindings, c.limit, c.offset],
+  );
+  const rows = result.rows as (ListingRow & { total_matches: string })[];
+  const total =
+    rows.length > 0
+      ? Number(rows[0]!.total_matches)
+      : c.offset > 0
+        ? (await rankedSearch(q, { ...c, offset: 0, limit: 1 }, search)).total
+        : 0;
+  return { rows: rows.map(({ total_matches: _, ...row }) => row as ListingRow), total };
+}
+
+/**
+ * No search words (the default catalog page, market.json, the machine catalogs): every row of the lane
+ * matches and ranks alike, so the page is the lane in its index order (featured, then oldest: a walk of
+ * listing_search_order_idx that stops after the page) and the count an index-only scan of
+ * listing_search_count_idx (migrations/20261128000100), instead of ranking and sorting the whole lane
+ * as a search does (~50 ms for 93,000 listings). Both in one round trip; the count is exact.
+ */
+async function browse(q: Db, c: ListingSearch): Promise<SearchPage> {
+  const page = laneRows(q, c)
+    .select("s.listing_id as id", "s.featured", "s.created_at")
+    .orderByRaw("s.featured desc, s.created_at, s.listing_id")
+    .limit(c.limit)
+    .offset(c.offset)
+    .toSQL();
+  const count = laneRows(q, c).count({ n: "*" }).toSQL();
+  const result = await q.raw(
+    `with page as (${page.sql}), total as (${count.sql})
+     select ${LISTING_COLUMNS}, total.n as total_matches
+       from total left join (page join listings on listings.id = page.id) on true
+      order by page.featured desc, page.created_at, page.id`,
+    [...page.bindings, ...count.bindings],
+  );
+  const rows = result.rows as (ListingRow & { total_matches: string })[];
+  return {
+    total: Number(rows[0]!.total_matches),
+    rows: rows.filter((r) => r.id !== null).map(({ total_matches: _, ...row }) => row as ListingRow),
+  };
+}
