@@ -37,5 +37,6 @@ export {
   findActiveByTaskAlias,
   findListing,
   listingColumns,
+  taskAlias,
   withoutUnavailableTools,
 } from "./store/listings.js";

@@ -1,4 +1,4 @@
-import { findActiveByTaskAlias, type ListingRow, type RecentCallStats } from "../catalog/index.js";
+import { findActiveByTaskAlias, type ListingRow, type RecentCallStats, taskAlias } from "../catalog/index.js";
 import { db } from "../db/knex.js";
 import { type KeyPolicy, type ScopeExclusion, scopeExclusion } from "../identity/index.js";
 import { formatUsdc, micros } from "../kernel/money.js";
@@ -117,18 +117,20 @@ const lastIds = new Map<string, string[]>();
  */
 export function readTaskListings(task: string): TaskRead {
   const listings = findActiveByTaskAlias(db(), task);
+  // Remembered under the form the alias matches in, so "Echo" reads ahead what "echo" read last.
+  const key = taskAlias(task);
   listings.then(
     (rows) => {
-      lastIds.delete(task);
+      lastIds.delete(key);
       lastIds.set(
-        task,
+        key,
         rows.map((l) => l.id),
       );
       if (lastIds.size > MAX_TASKS_REMEMBERED) lastIds.delete(lastIds.keys().next().value!);
     },
     () => {},
   );
-  const ids = lastIds.get(task);
+  const ids = lastIds.get(key);
   if (!ids?.length) return { listings };
   return { listings, circuits: { ids: new Set(ids), open: openCircuits(ids) } };
 }

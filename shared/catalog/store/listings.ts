@@ -69,6 +69,11 @@ export function withoutUnavailableTools<B extends Knex.QueryBuilder>(query: B): 
   ) as B;
 }
 
+/** The form a task is matched in: "Echo " and "echo" name the same listings. */
+export function taskAlias(task: string): string {
+  return task.trim().toLowerCase();
+}
+
 /**
  * Active listings answering to a task alias: slug, tag, category or lowercase name (spec "Routing
  * rules"), each in an indexable form. Exact slug first, then cheapest, then oldest: deterministic.
@@ -79,7 +84,7 @@ export async function findActiveByTaskAlias(
   task: string,
   options: { tumblerOnly?: boolean } = {},
 ): Promise<ListingRow[]> {
-  const alias = task.trim().toLowerCase();
+  const alias = taskAlias(task);
   // Every execute reads this: one fixed text, a named prepared statement (shared/db/prepared.ts). The
   // tool filter is withoutUnavailableTools' as an array parameter. A broad alias (a category) matches
   // thousands of listings: they are ranked on narrow rows and only the ten chosen are read in full.
