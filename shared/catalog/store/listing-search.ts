@@ -1,7 +1,6 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
-import { availableToolIds } from "../../tools/index.js";
-import { type Lane, LISTING_COLUMNS, type ListingRow } from "./listings.js";
+import { type Lane, LISTING_COLUMNS, type ListingRow, withoutUnavailableTools } from "./listings.js";
 
 // Catalog pages (GET /api/capabilities, /market.json, /api/catalog, /api/x402/listings) over
 // listing_search, the narrow copy of the registry lane's listings kept by a trigger (migrations
@@ -42,13 +41,7 @@ const MIN_SUBSTRING_LENGTH = 3;
  * exactly as laneFilter (listings.ts) does for the spec's "Discovery visibility lanes".
  */
 function laneRows(q: Db, c: ListingSearch): Knex.QueryBuilder {
-  const rows = q("listing_search as s");
-  const available = availableToolIds();
-  rows.where((w) =>
-    available.length > 0
-      ? w.whereNull("s.tool_id").orWhereIn("s.tool_id", available)
-      : w.whereNull("s.tool_id"),
-  );
+  const rows = withoutUnavailableTools(q("listing_search as s"), "s.tool_id");
   // A bare boolean, so the planner can prove the partial indexes' `where search_lane`.
   if (c.lane !== "registry") rows.whereRaw("s.search_lane");
   if (c.lane === "featured") {

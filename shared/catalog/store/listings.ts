@@ -58,14 +58,16 @@ export interface ListingRow {
 
 /**
  * Hides listings of first-party tools whose provider is not configured here (fail closed,
- * docs/tools.md): every listing query that enumerates or matches applies it.
+ * docs/tools.md): every listing query that enumerates or matches applies it, to listings or to
+ * listing_search (toolColumn "s.tool_id").
  */
-export function withoutUnavailableTools<B extends Knex.QueryBuilder>(query: B): B {
+export function withoutUnavailableTools<B extends Knex.QueryBuilder>(
+  query: B,
+  toolColumn = "listings.tool_id",
+): B {
   const available = availableToolIds();
   return query.where((w) =>
-    available.length > 0
-      ? w.whereNull("listings.tool_id").orWhereIn("listings.tool_id", available)
-      : w.whereNull("listings.tool_id"),
+    available.length > 0 ? w.whereNull(toolColumn).orWhereIn(toolColumn, available) : w.whereNull(toolColumn),
   ) as B;
 }
 
