@@ -17,10 +17,10 @@ import { fullAggregationScenario, seedHistory, statsScenario } from "./catalog/s
 import { resolvePostgresServer } from "./lib.js";
 
 /**
- * `npm run bench:catalog`: the two catalog queries at scale, called in-process through the real
- * shared/catalog/store/listings.ts functions against a seeded database of its own (no service, no HTTP):
- * searchListings (catalog search, search and registry lanes) and findActiveByTaskAlias (the execute
- * path's task-alias lookup), and readListingStats (a listing page's counters over 200,000 invocations,
+ * `npm run bench:catalog`: the catalog queries at scale, called in-process through the real
+ * shared/catalog/store functions against a seeded database of its own (no service, no HTTP):
+ * searchListings (catalog search in the search and registry lanes, and browsing them without search
+ * words: the default catalog page) and findActiveByTaskAlias (the execute path's task-alias lookup), and readListingStats (a listing page's counters over 200,000 invocations,
  * beside the full aggregation it replaced). Prints latencies, throughput, row-count sanity and the plan of the
  * slowest query. A missed target is reported, not failed: this is a measurement, not a test.
  */

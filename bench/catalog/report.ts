@@ -30,7 +30,7 @@ export function printMachine(server: PostgresServer, version: string): void {
 }
 
 export function printResults(results: Result[]): void {
-  log("Results (in-process calls of the shared/catalog/store/listings.ts functions; ms per call)");
+  log("Results (in-process calls of the shared/catalog/store functions; ms per call)");
   log(
     table(
       [
