@@ -8,9 +8,9 @@ import { requireListing } from "./listing-lookup.js";
 import { buildListingRecord } from "./listing-record/index.js";
 import type { CatalogQuery } from "./schemas.js";
 import { readHealthFacts } from "./store/health-probes.js";
-import { searchListings } from "./store/listing-search.js";
+import { categoryCounts, searchListings } from "./store/listing-search.js";
 import { readListingStats } from "./store/listing-stats.js";
-import { categoryCounts, type Lane, type ListingRow } from "./store/listings.js";
+import type { Lane, ListingRow } from "./store/listings.js";
 import { readSellers } from "./store/sellers.js";
 
 const LANES: Record<Lane, string> = {

@@ -921,7 +921,7 @@ describe("buyer_evidence", () => {
   });
 });
 
-describe("lanes and visibility (same rules as laneFilter)", () => {
+describe("lanes and visibility (the catalog lanes' rules)", () => {
   it.each<[string, FactsOverrides, [boolean, boolean, boolean, string, string]]>([
     [
       "runtime proof",

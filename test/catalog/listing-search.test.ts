@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { pick, rng } from "../../bench/catalog/random.js";
-import { searchListings } from "../../shared/catalog/store/listing-search.js";
+import { categoryCounts, searchListings } from "../../shared/catalog/store/listing-search.js";
 import { type Lane, retireListing, updateListing } from "../../shared/catalog/store/listings.js";
 import { db } from "../../shared/db/knex.js";
 import { buildAgent, buildListing } from "../helpers/factories.js";
@@ -203,5 +203,38 @@ describe("search over listing_search", () => {
       }
     }
     expect(compared).toBeGreaterThan(300);
+  });
+});
+
+describe("categoryCounts over listing_search", () => {
+  it("counts each category's registry-lane listings, as the rule over listings does", async () => {
+    const rand = rng(77);
+    const prefix = `cc-${randomBytes(3).toString("hex")}`;
+    const categories = [`${prefix}-a`, `${prefix}-b`, `${prefix}-c`];
+    for (let i = 0; i < 40; i++) {
+      const listing = await buildListing({
+        endpointUrl: URL,
+        category: pick(rand, categories),
+        status: rand() < 0.2 ? "retired" : "active",
+        verificationStatus: pick(rand, [null, "verified", "failed"] as const),
+      });
+      if (rand() < 0.15)
+        await db()("listings").where({ id: listing.id }).update({ review_status: "pending" });
+    }
+    const { rows } = await db().raw(
+      `select l.category, count(*)::int as listings from listings l
+        where ${REGISTRY} and l.category like ? group by l.category`,
+      [`${prefix}-%`],
+    );
+    const expected = new Map(
+      rows.map((r: { category: string; listings: number }) => [r.category, r.listings]),
+    );
+    const counted = new Map(
+      (await categoryCounts(db()))
+        .filter((c) => c.category.startsWith(prefix))
+        .map((c) => [c.category, c.listings]),
+    );
+    expect(counted).toEqual(expected);
+    expect([...counted.values()].reduce((a, b) => a + b, 0)).toBeGreaterThan(10);
   });
 });

@@ -82,8 +82,9 @@ export interface Basis {
 }
 
 /**
- * Registry lane blockers, the same rules as laneFilter in shared/catalog/store/listings.ts: active, review
- * approved, verification not failed.
+ * Registry lane blockers, the same rules as the catalog's lanes (laneRows in
+ * shared/catalog/store/listing-search.ts, the listing_search sync trigger): active, review approved,
+ * verification not failed.
  */
 function registryBlockersOf(facts: ListingFacts): string[] {
   const { listing } = facts;

@@ -36,11 +36,16 @@ function tsQuery(search: string): string | undefined {
 const MIN_SUBSTRING_LENGTH = 3;
 
 /**
- * A lane's rows of listing_search (alias s), in a category if asked: every row is in the registry lane,
- * search_lane marks the search lane, and the featured cap counts the seller's earlier featured listings
- * exactly as laneFilter (listings.ts) does for the spec's "Discovery visibility lanes".
+ * A lane's rows of listing_search (alias s), in a category if asked: the spec's "Discovery visibility
+ * lanes". Registry = active, review approved, verification not failed: exactly the rows listing_search
+ * holds (its sync trigger, migrations/20261127000110). Search = registry with a verified or reachable
+ * verdict or runtime proof (a successful call): search_lane. Featured = search, curated (featured), at
+ * most featuredPerSeller per seller, the oldest first.
  */
-function laneRows(q: Db, c: ListingSearch): Knex.QueryBuilder {
+function laneRows(
+  q: Db,
+  c: Pick<ListingSearch, "lane" | "category" | "featuredPerSeller">,
+): Knex.QueryBuilder {
   const rows = withoutUnavailableTools(q("listing_search as s"), "s.tool_id");
   // A bare boolean, so the planner can prove the partial indexes' `where search_lane`.
   if (c.lane !== "registry") rows.whereRaw("s.search_lane");
@@ -56,6 +61,19 @@ function laneRows(q: Db, c: ListingSearch): Knex.QueryBuilder {
   }
   if (c.category) rows.where("s.category", c.category.toLowerCase());
   return rows;
+}
+
+/** The categories of the registry lane's listings, with how many listings each holds, most first. */
+export async function categoryCounts(q: Db): Promise<{ category: string; listings: number }[]> {
+  const rows = (await laneRows(q, { lane: "registry", featuredPerSeller: 0 })
+    .select("s.category")
+    .count({ n: "*" })
+    .groupBy("s.category")
+    .orderBy([
+      { column: "n", order: "desc" },
+      { column: "s.category", order: "asc" },
+    ])) as unknown as { category: string; n: string }[];
+  return rows.map((r) => ({ category: r.category, listings: Number(r.n) }));
 }
 
 /** One catalog page and the exact number of listings that match. */

@@ -288,46 +288,6 @@ export function listingColumns(q: Db): Knex.Raw {
 
 export type Lane = "featured" | "search" | "registry";
 
-/**
- * The lanes (spec "Discovery visibility lanes"): registry = active, approved, not failed;
- * search = registry with verification (verified/reachable) or runtime proof (a successful call);
- * featured = search, curated (featured), at most featuredPerSeller per seller.
- */
-function laneFilter(query: Knex.QueryBuilder, lane: Lane, featuredPerSeller: number): void {
-  withoutUnavailableTools(query);
-  query
-    .where("listings.status", "active")
-    .where("review_status", "approved")
-    .whereRaw("verification_status is distinct from 'failed'");
-  if (lane !== "registry") {
-    query.where((w) =>
-      w.whereIn("verification_status", ["verified", "reachable"]).orWhereNotNull("last_success_at"),
-    );
-  }
-  if (lane === "featured") {
-    query.where("featured", true);
-    // Per-seller cap: only a seller's first N featured listings (by age) are shown.
-    query.whereRaw(
-      `(select count(*) from listings earlier
-         where earlier.featured and earlier.status = 'active'
-           and earlier.seller_id is not distinct from listings.seller_id
-           and (earlier.created_at, earlier.id) < (listings.created_at, listings.id)) < ?`,
-      [featuredPerSeller],
-    );
-  }
-}
-
-/** The categories of the registry lane's listings, with how many listings each holds, most first. */
-export async function categoryCounts(q: Db): Promise<{ category: string; listings: number }[]> {
-  const query = q("listings").select("category").count({ n: "*" }).groupBy("category");
-  laneFilter(query, "registry", 0);
-  const rows = (await query.orderBy([
-    { column: "n", order: "desc" },
-    { column: "category", order: "asc" },
-  ])) as unknown as { category: string; n: string }[];
-  return rows.map((r) => ({ category: r.category, listings: Number(r.n) }));
-}
-
 /** A seller's listing locked for update, so concurrent changes cannot lose a version bump. */
 export async function lockOwnedListing(
   trx: Knex.Transaction,
