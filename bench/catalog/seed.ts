@@ -226,6 +226,17 @@ export async function prepare(server: PostgresServer): Promise<Knex> {
     pool: { min: 1, max: POOL_MAX },
     acquireConnectionTimeout: 10_000,
   });
+  try {
+    await migrateAndSeed(knex, reuse);
+  } catch (error) {
+    // The caller holds no handle yet: without this the pool would keep the process alive after a failure.
+    await knex.destroy();
+    throw error;
+  }
+  return knex;
+}
+
+async function migrateAndSeed(knex: Knex, reuse: boolean): Promise<void> {
   const applied = await migrateLatest(knex);
   log(`migrations: ${applied.length} applied`);
   if (reuse) {
@@ -246,7 +257,6 @@ export async function prepare(server: PostgresServer): Promise<Knex> {
   await knex.raw("vacuum (analyze) listing_search");
   await knex.raw("analyze agents");
   log(`vacuum analyze in ${fixed((performance.now() - started) / 1000, 1)} s`);
-  return knex;
 }
 
 export async function describeData(knex: Knex): Promise<void> {
