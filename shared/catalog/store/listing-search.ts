@@ -106,22 +106,14 @@ async function rankedSearch(q: Db, c: ListingSearch, search: string): Promise<Se
       if (substring) w.orWhereRaw("s.name_lower like ?", [substring]);
     })
     .toSQL();
-  const result = await q.raw(
-    `with m as materialized (${matches.sql}),
-     page as (select * from m order by rank desc, featured desc, created_at, id limit ? offset ?)
-     select ${LISTING_COLUMNS}, (select count(*) from m) as total_matches
-       from page join listings on listings.id = page.id
-      order by page.rank desc, page.featured desc, page.created_at, page.id`,
+  return pageAndTotal(
+    q,
+    `m as materialized (${matches.sql}),
+     page as (select * from m order by rank desc, featured desc, created_at, id limit ? offset ?),
+     total as (select count(*) as n from m)`,
     [...matches.bindings, c.limit, c.offset],
+    "page.rank desc, page.featured desc, page.created_at, page.id",
   );
-  const rows = result.rows as (ListingRow & { total_matches: string })[];
-  const total =
-    rows.length > 0
-      ? Number(rows[0]!.total_matches)
-      : c.offset > 0
-        ? (await rankedSearch(q, { ...c, offset: 0, limit: 1 }, search)).total
-        : 0;
-  return { rows: rows.map(({ total_matches: _, ...row }) => row as ListingRow), total };
 }
 
 /**
@@ -129,7 +121,7 @@ async function rankedSearch(q: Db, c: ListingSearch, search: string): Promise<Se
  * matches and ranks alike, so the page is the lane in its index order (featured, then oldest: a walk of
  * listing_search_order_idx that stops after the page) and the count an index-only scan of
  * listing_search_count_idx (migrations/20261128000100), instead of ranking and sorting the whole lane
- * as a search does (~50 ms for 93,000 listings). Both in one round trip; the count is exact.
+ * as a search does (~70 ms for 93,000 listings). Both in one round trip; the count is exact.
  */
 async function browse(q: Db, c: ListingSearch): Promise<SearchPage> {
   const page = laneRows(q, c)
@@ -139,12 +131,30 @@ async function browse(q: Db, c: ListingSearch): Promise<SearchPage> {
     .offset(c.offset)
     .toSQL();
   const count = laneRows(q, c).count({ n: "*" }).toSQL();
+  return pageAndTotal(
+    q,
+    `page as (${page.sql}), total as (${count.sql})`,
+    [...page.bindings, ...count.bindings],
+    "page.featured desc, page.created_at, page.id",
+  );
+}
+
+/**
+ * The page's listings read in full, with the total, from CTEs `page` (ids and order keys) and `total`
+ * (one row, n). One row always comes back, so a page past the last still carries the total.
+ */
+async function pageAndTotal(
+  q: Db,
+  ctes: string,
+  bindings: readonly Knex.Value[],
+  order: string,
+): Promise<SearchPage> {
   const result = await q.raw(
-    `with page as (${page.sql}), total as (${count.sql})
+    `with ${ctes}
      select ${LISTING_COLUMNS}, total.n as total_matches
        from total left join (page join listings on listings.id = page.id) on true
-      order by page.featured desc, page.created_at, page.id`,
-    [...page.bindings, ...count.bindings],
+      order by ${order}`,
+    bindings,
   );
   const rows = result.rows as (ListingRow & { total_matches: string })[];
   return {

@@ -14,6 +14,7 @@ import {
   isResolved,
   type LedgerAccountRow,
   type LedgerEntryView,
+  type LedgerTransactionRow,
   lockAccountRefs,
   lockForPost,
   type NewEntry,
@@ -233,7 +234,8 @@ async function answerOfFirstPost(
   q: Knex.Transaction,
   input: PostTransactionInput,
 ): Promise<PostResult | undefined> {
-  if (await findTransactionByKey(q, input.idempotencyKey)) return replay(q, input);
+  const existing = await findTransactionByKey(q, input.idempotencyKey);
+  if (existing) return replay(q, input, existing);
   if (input.resolves && (await isResolved(q, input.resolves)))
     throw new HoldAlreadyResolvedError(input.resolves);
   return undefined;
@@ -299,8 +301,12 @@ function isLeg(leg: LedgerLeg, entry: LedgerEntryView): boolean {
 }
 
 /** A key seen before returns its first transaction; the same key for different legs is a bug. */
-async function replay(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
-  const existing = await findTransactionByKey(q, input.idempotencyKey);
+async function replay(
+  q: Knex.Transaction,
+  input: PostTransactionInput,
+  known?: LedgerTransactionRow,
+): Promise<PostResult> {
+  const existing = known ?? (await findTransactionByKey(q, input.idempotencyKey));
   if (!existing)
     throw new Error(`ledger idempotency key ${input.idempotencyKey} conflicted but is not visible`);
   const unmatched = await transactionEntries(q, existing.id);
