@@ -1,7 +1,7 @@
-import Router from "@koa/router";
 import Koa from "koa";
 import { getConfig } from "../shared/config.js";
 import { mcpMiddleware } from "./mcp/mount.js";
+import { MemoRouter } from "./memo-router.js";
 import { errors } from "./middleware/errors.js";
 import { jsonBody } from "./middleware/json-body.js";
 import { httpMetrics } from "./middleware/metrics.js";
@@ -72,7 +72,7 @@ export function allRoutes(): RouteDef[] {
 export function createApp(): Koa<AppState> {
   const app = new Koa<AppState>();
   app.proxy = true;
-  const router = new Router();
+  const router = new MemoRouter();
   mountRoutes(router, allRoutes());
 
   app.use(requestId as Koa.Middleware<AppState>);

@@ -59,9 +59,12 @@ export function createRedis(role: "worker" | "producer"): RedisClient {
 
 /**
  * Commands issued in the same event-loop turn leave in one write (ioredis auto-pipelining): under load
- * the enqueues, circuit reads and call-gate scripts of many concurrent executes share a socket write and
- * a Redis read, where each write is a system call that costs more than the command. Not for worker
- * connections: BullMQ blocks on those (BZPOPMIN), and a command queued behind a blocking one would wait.
+ * the enqueues of many concurrent requests share a socket write and a Redis read, where each write is a
+ * system call that costs more than the command. Producers only. Not for worker connections: BullMQ
+ * blocks on those (BZPOPMIN), and a command queued behind a blocking one would wait. Not for the command
+ * connection either: every pipelined command goes through an ioredis Pipeline object, and under load V8
+ * promotes those to the old generation; the execute path's few scripts gained no throughput from it
+ * (docs/benchmarks.md, "Garbage").
  */
 const AUTO_PIPELINING = { enableAutoPipelining: true } as const;
 
@@ -95,8 +98,7 @@ let commands: RedisClient | undefined;
 
 /** One connection per process for plain commands (limits, circuit state); it queues while reconnecting. */
 export function commandRedis(): RedisClient {
-  if (!commands)
-    commands = connect("commands", { maxRetriesPerRequest: 2, ...AUTO_PIPELINING }, AUTO_PIPELINING);
+  if (!commands) commands = connect("commands", { maxRetriesPerRequest: 2 });
   return commands;
 }
 

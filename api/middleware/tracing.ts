@@ -1,6 +1,6 @@
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
 import type { Next } from "koa";
-import { inSpan, remoteContext } from "../../shared/observability/tracing.js";
+import { inSpan, remoteContext, tracingOn } from "../../shared/observability/tracing.js";
 import type { AppContext } from "../route.js";
 
 /**
@@ -8,6 +8,7 @@ import type { AppContext } from "../route.js";
  * router matched it, child of the caller's traceparent when one is sent. A no-op while tracing is off.
  */
 export async function httpTrace(ctx: AppContext, next: Next): Promise<void> {
+  if (!tracingOn()) return next();
   const parent = remoteContext({
     traceparent: ctx.get("traceparent") || undefined,
     tracestate: ctx.get("tracestate") || undefined,

@@ -1,6 +1,7 @@
 import {
   type Context,
   context,
+  INVALID_SPAN_CONTEXT,
   propagation,
   ROOT_CONTEXT,
   type Span,
@@ -68,12 +69,25 @@ export function remoteContext(carrier: Record<string, string | undefined>): Cont
   return propagation.extract(ROOT_CONTEXT, carrier);
 }
 
-/** Runs fn in a new active span that ends with fn; an exception marks the span as an error. */
+/** Whether this process records spans (startTracing ran and found somewhere to send them). */
+export function tracingOn(): boolean {
+  return provider !== undefined;
+}
+
+/** OpenTelemetry's no-op span, made once: what fn gets while tracing is off. */
+const OFF_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
+/**
+ * Runs fn in a new active span that ends with fn; an exception marks the span as an error. While
+ * tracing is off fn runs as it is: the no-op tracer would still allocate a span and a context and enter
+ * it for every call, on every request (docs/benchmarks.md, "Garbage").
+ */
 export async function inSpan<T>(
   name: string,
   options: { kind?: SpanKind; attributes?: Record<string, string | number | boolean>; parent?: Context },
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
+  if (!provider) return fn(OFF_SPAN);
   return tracer().startActiveSpan(
     name,
     { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes },

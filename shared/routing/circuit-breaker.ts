@@ -10,7 +10,7 @@ import { commandRedis, luaScript, type RedisClient } from "../redis.js";
  *
  * Keys: `${prefix}:circuit:<listing_id>` (a hash: failures, open_until in ms) and `…:trial` (the
  * half-open trial, SET NX with a lease). The prefix's hash tag (required on a Redis Cluster) puts both
- * in one slot, as each script needs, and the state read's pipeline on one node.
+ * in one slot, as each script needs (the state read of several listings included).
  */
 export type CircuitState = "closed" | "open" | "half_open";
 
@@ -93,11 +93,12 @@ const ALLOW = luaScript(`${CIRCUIT_LUA}
 if circuit_allow(KEYS[1], KEYS[2], redis_now(), ARGV[1]) == 0 then return 0 end
 return 1`);
 
-function stateAt(openUntil: string | null, nowMs: number): CircuitState {
-  const until = Number(openUntil ?? 0);
-  if (until === 0) return "closed";
-  return nowMs < until ? "open" : "half_open";
-}
+// Read-only: each key's state at one TIME.
+const STATES = luaScript(`${CIRCUIT_LUA}
+local now = redis_now()
+local states = {}
+for i, key in ipairs(KEYS) do states[i] = circuit_state(key, now) end
+return states`);
 
 /** A listing's circuit keys: the hash (failures, open_until) and the half-open trial. */
 export function circuitKeys(prefix: string, listingId: string): [string, string] {
@@ -124,16 +125,11 @@ export function createCircuitBreaker(redis: RedisClient, options: CircuitOptions
     async circuitState(listingIds) {
       const states = new Map<string, CircuitState>();
       if (listingIds.length === 0) return states;
-      // Read-only and per listing, so a pipeline is enough; TIME keeps Redis's clock the only clock.
-      const pipeline = redis.pipeline().time();
-      for (const id of listingIds) pipeline.hget(key(id), "open_until");
-      const replies = (await pipeline.exec()) ?? [];
-      const failed = replies.find(([error]) => error);
-      if (failed) throw failed[0];
-      const [seconds, micros] = replies[0]![1] as [string, string];
-      const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-      for (const [i, id] of listingIds.entries())
-        states.set(id, stateAt(replies[i + 1]![1] as string | null, nowMs));
+      // One script, not a pipeline: a pipeline object per read is what ioredis allocates most of, and
+      // under load V8 promotes it (docs/benchmarks.md, "Garbage"). TIME keeps Redis's clock the only clock.
+      const ids = [...listingIds];
+      const replies = (await STATES(redis, ids.map(key), [])) as CircuitState[];
+      for (const [i, id] of ids.entries()) states.set(id, replies[i]!);
       return states;
     },
     async allowCall(listingId) {

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import knexFactory, { type Knex } from "knex";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "../../shared/db/knex.js";
-import { preparedRaw } from "../../shared/db/prepared.js";
+import { insertReturningAll, NOW, preparedRaw } from "../../shared/db/prepared.js";
 
 // Named prepared statements (shared/db/prepared.ts) on the test database, on a table of this file's own.
 const table = `prepared_${randomBytes(4).toString("hex")}`;
@@ -85,5 +85,25 @@ describe("named prepared statements", () => {
       }),
     ).rejects.toThrow("roll back");
     expect(await count(db())).toBe(1);
+  });
+
+  it("write an insert as knex would: sorted columns, undefined as DEFAULT, NOW as CURRENT_TIMESTAMP", () => {
+    const rows: Record<string, unknown>[] = [
+      { b: 1, a: ["x", "y"], c: null },
+      { z: "last", a: 1, m: undefined, t: NOW },
+      { "odd name": 2, quo: 'say "hi"' },
+    ];
+    for (const row of rows) {
+      const knexRow = Object.fromEntries(
+        Object.entries(row).map(([k, v]) => [k, v === NOW ? single.fn.now() : v]),
+      );
+      const expected = single(table).insert(knexRow).returning("*").toSQL();
+      expect(insertReturningAll(table, row)).toEqual({ sql: expected.sql, bindings: expected.bindings });
+      // The kept text answers the same shape again, with this row's values.
+      expect(insertReturningAll(table, { ...row }).sql).toBe(expected.sql);
+    }
+    // A different shape of the same columns is a different text.
+    expect(insertReturningAll(table, { a: undefined, b: 1 }).sql).toContain("values (DEFAULT, ?)");
+    expect(insertReturningAll(table, { a: 1, b: 1 }).sql).toContain("values (?, ?)");
   });
 });

@@ -1,6 +1,6 @@
 import type { ListingRow } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
-import { preparedRaw } from "../../db/prepared.js";
+import { insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
 
 /** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
 export type InvocationStatus = "awaiting_approval" | "queued" | "running" | "succeeded" | "failed";
@@ -110,7 +110,7 @@ export async function insertInvocationWithJob(
   row: NewInvocation | NewX402Invocation,
   queue: string,
 ): Promise<InvocationRow> {
-  const insert = q("invocations").insert(invocationColumns(row)).returning("*").toSQL();
+  const insert = insertReturningAll("invocations", invocationColumns(row));
   const result = await preparedRaw(
     q,
     `with inv as (${insert.sql}),
@@ -152,10 +152,11 @@ export async function insertClaimedInvocation(
   queue: string,
   timing: { maxCallMs: number; marginMs: number },
 ): Promise<RunClaim> {
-  const insert = q("invocations")
-    .insert({ ...invocationColumns(row), status: "running", started_at: q.fn.now() })
-    .returning("*")
-    .toSQL();
+  const insert = insertReturningAll("invocations", {
+    ...invocationColumns(row),
+    status: "running",
+    started_at: NOW,
+  });
   const result = await preparedRaw(
     q,
     `with inv as (${insert.sql}),
