@@ -194,9 +194,9 @@ export function createSafeFetch(deps: { resolveAll?: ResolveAll } = {}): SafeFet
   const dispatchers = createDispatchers(deps.resolveAll ?? systemResolveAll);
   return {
     async safeFetch(url, options) {
-      // A timer cleared when the call ends, not AbortSignal.timeout: that one's timer and signal live
-      // until the deadline passes (seconds after a fast call), and under load V8 promotes every call's
-      // request objects they reach to the old generation (docs/benchmarks.md, "Garbage").
+      // A timer cleared when the call ends, not AbortSignal.timeout: that one's timer and signal outlive
+      // a fast call by its whole deadline, and under load V8 then promoted twice as much of each call's
+      // garbage to the old generation (docs/benchmarks.md, "Garbage").
       const deadline = new AbortController();
       const timer = setTimeout(
         () => deadline.abort(new DOMException("the deadline passed", "TimeoutError")),
