@@ -152,21 +152,37 @@ export interface JobWatch {
 export async function watchJob(name: QueueName, jobId: string, ms: number): Promise<JobWatch> {
   await getQueueEvents(name);
   const key = `${name}:${jobId}`;
-  let settle!: (ended: boolean) => void;
-  const ended = new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => settle(false), ms);
-    settle = (value) => {
-      clearTimeout(timer);
-      const waiting = watchers.get(key);
-      waiting?.delete(settle);
-      if (waiting?.size === 0) watchers.delete(key);
-      resolve(value);
-    };
+  const { watch, settle } = timedWatch(ms, (self) => {
+    const waiting = watchers.get(key);
+    waiting?.delete(self);
+    if (waiting?.size === 0) watchers.delete(key);
   });
   const waiting = watchers.get(key) ?? new Set();
   waiting.add(settle);
   watchers.set(key, waiting);
-  return { ended, cancel: () => settle(false) };
+  return watch;
+}
+
+type Settle = (ended: boolean) => void;
+
+/**
+ * A JobWatch that settle() ends, or that answers false after ms: settling clears the timer and runs
+ * onSettle (given settle itself) first. The one shape of watchJob and of a run in this process.
+ */
+export function timedWatch(
+  ms: number,
+  onSettle: (settle: Settle) => void = () => {},
+): { watch: JobWatch; settle: Settle } {
+  let settle!: Settle;
+  const ended = new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => settle(false), ms);
+    settle = (value) => {
+      clearTimeout(timer);
+      onSettle(settle);
+      resolve(value);
+    };
+  });
+  return { watch: { ended, cancel: () => settle(false) }, settle };
 }
 
 /** Adds a job whose id is the row id it acts on, with the trace context and request id of its cause. */

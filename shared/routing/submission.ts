@@ -18,7 +18,7 @@ import { formatUsdc, micros, parseUsdc } from "../kernel/money.js";
 import { logger } from "../log.js";
 import { assertCustodyOpen, paidGate, retryTransient } from "../money/index.js";
 import { markJobSent } from "../outbox/index.js";
-import { enqueue, type JobWatch, watchJob } from "../queues.js";
+import { enqueue, type JobWatch, timedWatch, watchJob } from "../queues.js";
 import { needsApproval, requestApproval } from "./approvals/approvals.js";
 import { type EarlyGate, releaseEarlyGate } from "./call-gate.js";
 import { openCircuits } from "./circuits.js";
@@ -446,16 +446,9 @@ function runHere(
 
 /** A JobWatch on a run here: its end, or false at the deadline. */
 function boundedWait(ended: Promise<boolean>, ms: number): JobWatch {
-  let settle!: (value: boolean) => void;
-  const bounded = new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => settle(false), ms);
-    settle = (value) => {
-      clearTimeout(timer);
-      resolve(value);
-    };
-  });
+  const { watch, settle } = timedWatch(ms);
   ended.then(settle);
-  return { ended: bounded, cancel: () => settle(false) };
+  return watch;
 }
 
 /**
