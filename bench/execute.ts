@@ -150,6 +150,7 @@ async function run(): Promise<void> {
   const linesBefore = service.lineCount();
   let paidService: Service | undefined;
   let paidLinesBefore = 0;
+  let paidOutput: ReturnType<typeof tallySince> | undefined;
 
   if (SKIP_THROUGHPUT) log("BENCH_SKIP_THROUGHPUT=1: the peer, echo and paid measurements skipped");
   else {
@@ -221,6 +222,8 @@ async function run(): Promise<void> {
       loud("round trips: skipped, the embedded PostgreSQL's address is not known (set BENCH_DATABASE_URL)");
     if (databaseUrl) await retirePaidListings(databaseUrl);
     // The paid seller lives in the upstream process: stopped once nothing calls it any more.
+    // What the paid rows' service printed, taken before it stops (its exit line is not a warning).
+    if (paidService) paidOutput = tallySince(paidService, paidLinesBefore);
     await Promise.all([peer.portkey.stop(), peer.upstream.stop(), paidService?.stop()]);
   }
 
@@ -231,7 +234,7 @@ async function run(): Promise<void> {
         "address is not known to the bench (set BENCH_DATABASE_URL or run PostgreSQL on 127.0.0.1:5432)",
     );
   reportOutput("the service", tallySince(service, linesBefore));
-  if (paidService) reportOutput("the paid execute's service", tallySince(paidService, paidLinesBefore));
+  if (paidOutput) reportOutput("the paid execute's service", paidOutput);
 }
 
 await runBench(run, () => children);
