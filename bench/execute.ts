@@ -169,11 +169,9 @@ async function run(): Promise<void> {
       paidService = await startBenchService({ ...env, DEV_CHAIN: "1", DEV_CHAIN_PORT: "0" });
       paidLinesBefore = paidService.lineCount();
       // A fresh process: the free rows' service had run thousands of executes through the same code before.
-      const warmKey = await register(paidService.baseUrl);
-      await warmUp(
-        { ...echoScenarios(paidService.baseUrl, warmKey).execute, connections: 4 },
-        PAID_SERVICE_WARM_UP,
-      );
+      const warmEcho = echoScenarios(paidService.baseUrl, await register(paidService.baseUrl)).execute;
+      await preflightEcho([warmEcho]);
+      await warmUp({ ...warmEcho, connections: 4 }, PAID_SERVICE_WARM_UP);
       paid = await setUpPaid(paidService.baseUrl, databaseUrl, peer.sellerUrl);
       await analyzeDatabase(databaseUrl);
       results.push(
