@@ -129,7 +129,17 @@ export function insertReturningAll(
   row: Record<string, unknown>,
 ): { sql: string; bindings: Knex.RawBinding[] } {
   const columns = Object.keys(row).sort();
-  const shape = columns.map((c) => (row[c] === undefined ? "d" : row[c] === NOW ? "n" : "v")).join("");
+  const bindings: Knex.RawBinding[] = [];
+  let shape = "";
+  for (const column of columns) {
+    const value = row[column];
+    if (value === undefined) shape += "d";
+    else if (value === NOW) shape += "n";
+    else {
+      shape += "v";
+      bindings.push(value as Knex.RawBinding);
+    }
+  }
   const key = `${table}\u0000${columns.join("\u0000")}\u0000${shape}`;
   let sql = insertTexts.get(key);
   if (!sql) {
@@ -137,11 +147,6 @@ export function insertReturningAll(
     const values = [...shape].map((s) => (s === "d" ? "DEFAULT" : s === "n" ? "CURRENT_TIMESTAMP" : "?"));
     sql = `insert into ${quote(table)} (${columns.map(quote).join(", ")}) values (${values.join(", ")}) returning *`;
     insertTexts.set(key, sql);
-  }
-  const bindings: Knex.RawBinding[] = [];
-  for (const column of columns) {
-    const value = row[column];
-    if (value !== undefined && value !== NOW) bindings.push(value as Knex.RawBinding);
   }
   return { sql, bindings };
 }

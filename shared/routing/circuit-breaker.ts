@@ -127,9 +127,8 @@ export function createCircuitBreaker(redis: RedisClient, options: CircuitOptions
       if (listingIds.length === 0) return states;
       // One script, not a pipeline: a pipeline object per read is what ioredis allocates most of, and
       // under load V8 promotes it (docs/benchmarks.md, "Garbage"). TIME keeps Redis's clock the only clock.
-      const ids = [...listingIds];
-      const replies = (await STATES(redis, ids.map(key), [])) as CircuitState[];
-      for (const [i, id] of ids.entries()) states.set(id, replies[i]!);
+      const replies = (await STATES(redis, listingIds.map(key), [])) as CircuitState[];
+      for (const [i, id] of listingIds.entries()) states.set(id, replies[i]!);
       return states;
     },
     async allowCall(listingId) {
