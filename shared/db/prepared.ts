@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Knex } from "knex";
 import { dbStatements } from "../observability/metrics.js";
+import { DescribedOnceQuery } from "./described-once.js";
 import type { Db } from "./knex.js";
 
 // Named prepared statements for the execute path's hot statements (docs/benchmarks.md "Levers").
@@ -56,11 +57,8 @@ function numberedText(sql: string): { text: string; count: number } {
 }
 
 interface PgConnection {
-  query(
-    config: { name: string; text: string; values: unknown[] },
-    // biome-ignore lint/suspicious/noExplicitAny: pg's result rows are untyped.
-    callback: (error: Error | null, result: any) => void,
-  ): void;
+  // biome-ignore lint/suspicious/noExplicitAny: pg's result rows are untyped.
+  query(query: DescribedOnceQuery, callback: (error: Error | null, result: any) => void): void;
 }
 
 /**
@@ -81,9 +79,12 @@ async function runNamed(q: Db, name: string, text: string, values: unknown[]): P
     dbStatements.inc();
     // pg's callback form, as knex uses it. Its promise form made V8 promote ~a quarter of what a
     // statement allocated (its rows included) to the old generation under load, whose collections
-    // then paused the service (docs/benchmarks.md, "Garbage").
+    // then paused the service (docs/benchmarks.md, "Garbage"). Described once per connection
+    // (described-once.ts).
     return await new Promise((resolve, reject) =>
-      connection.query({ name, text, values }, (error, result) => (error ? reject(error) : resolve(result))),
+      connection.query(new DescribedOnceQuery({ name, text, values }), (error, result) =>
+        error ? reject(error) : resolve(result),
+      ),
     );
   } finally {
     await client.releaseConnection(connection);

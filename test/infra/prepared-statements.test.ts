@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import knexFactory, { type Knex } from "knex";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { DescribedOnceQuery } from "../../shared/db/described-once.js";
 import { closeDb, db } from "../../shared/db/knex.js";
 import { insertReturningAll, NOW, preparedRaw } from "../../shared/db/prepared.js";
 
@@ -105,5 +106,71 @@ describe("named prepared statements", () => {
     // A different shape of the same columns is a different text.
     expect(insertReturningAll(table, { a: undefined, b: 1 }).sql).toContain("values (DEFAULT, ?)");
     expect(insertReturningAll(table, { a: 1, b: 1 }).sql).toContain("values (?, ?)");
+  });
+});
+
+describe("a named statement's rows, described once per connection", () => {
+  // Every kind of column the execute path reads, a name given twice, nulls, and a value pg parses.
+  const sql = `select ?::int as n, ?::bigint as big, ?::numeric as dec, ?::text as t, ?::text as "odd ""name""",
+      ?::timestamptz as at, ?::jsonb as doc, ?::text[] as tags, ?::boolean as yes, null::text as none,
+      ?::int as n, gen as i
+    from generate_series(1, 3) as gen`;
+  const bindings = (i: number) => [
+    i,
+    "9007199254740993",
+    "1.50",
+    `row ${i}`,
+    'say "hi"',
+    new Date(Date.UTC(2026, 10, 26, 12, 0, i)),
+    JSON.stringify({ i, nested: [1, "two"] }),
+    ["a", `b${i}`],
+    i % 2 === 0,
+    i + 100,
+  ];
+
+  it("answers the rows and fields pg's own statement answers, on every execution", async () => {
+    const describes = vi.spyOn(DescribedOnceQuery.prototype, "handleRowDescription");
+    try {
+      for (let i = 0; i < 4; i++) {
+        const ours = await preparedRaw(single, sql, bindings(i));
+        const theirs = await single.raw(sql, bindings(i));
+        expect(ours.rows).toEqual(theirs.rows);
+        expect(ours.rows).toHaveLength(3);
+        expect(Object.keys(ours.rows[0])).toEqual(Object.keys(theirs.rows[0]));
+        expect(ours.fields.map((f: { name: string }) => f.name)).toEqual(
+          theirs.fields.map((f: { name: string }) => f.name),
+        );
+        expect(ours.rows[0].at).toBeInstanceOf(Date);
+        expect(ours.rows[0].n).toBe(i + 100);
+      }
+      // Described by the first execution on this connection only.
+      expect(describes).toHaveBeenCalledTimes(1);
+    } finally {
+      describes.mockRestore();
+    }
+  });
+
+  it("is described again on a new connection", async () => {
+    const fresh = knexFactory({ client: "pg", connection: process.env.DATABASE_URL, pool: { min: 1, max: 1 } });
+    const describes = vi.spyOn(DescribedOnceQuery.prototype, "handleRowDescription");
+    try {
+      for (let i = 0; i < 2; i++) expect((await preparedRaw(fresh, sql, bindings(i))).rows).toHaveLength(3);
+      expect(describes).toHaveBeenCalledTimes(1);
+    } finally {
+      describes.mockRestore();
+      await fresh.destroy();
+    }
+  });
+
+  it("fails only the statement whose value cannot be sent, and the connection goes on", async () => {
+    const check = `select ?::text as v`;
+    expect((await preparedRaw(single, check, ["first"])).rows).toEqual([{ v: "first" }]);
+    const unsendable = {
+      toPostgres() {
+        throw new Error("cannot be sent");
+      },
+    };
+    await expect(preparedRaw(single, check, [unsendable as never])).rejects.toThrow("cannot be sent");
+    expect((await preparedRaw(single, check, ["after"])).rows).toEqual([{ v: "after" }]);
   });
 });
