@@ -9,7 +9,7 @@ import { type Group, type Pair, printRatios, printResults, type Result } from ".
 import { countRoundTrips } from "./execute/round-trips.js";
 import { runFallbackBench } from "./fallback.js";
 import {
-  analyzeDatabase,
+  vacuumAnalyzeDatabase,
   drainExecutions,
   ECHO_MESSAGE,
   type EchoSpec,
@@ -109,7 +109,7 @@ async function runProfile(env: Record<string, string>): Promise<void> {
     ({ execute } = await setUpPaid(service.baseUrl, env.DATABASE_URL, peer.sellerUrl));
   } else await preflightEcho([execute]);
   await warmUp({ ...execute, connections: 4 }, WARM_UP_REQUESTS);
-  if (env.DATABASE_URL) await analyzeDatabase(env.DATABASE_URL);
+  if (env.DATABASE_URL) await vacuumAnalyzeDatabase(env.DATABASE_URL);
   log(`profiling ${execute.scenario} at c=${PROFILE_CONNECTIONS} for ${SECONDS} s…`);
   const from = monotonicMicros();
   const m = await measure({ ...execute, connections: PROFILE_CONNECTIONS, seconds: SECONDS }, service.pid);
@@ -159,7 +159,7 @@ async function run(): Promise<void> {
     await preflightPeer(peer);
     const { direct, execute } = echoScenarios(service.baseUrl, apiKey);
     await preflightEcho([direct, execute]);
-    if (databaseUrl) await analyzeDatabase(databaseUrl);
+    if (databaseUrl) await vacuumAnalyzeDatabase(databaseUrl);
     const groups = { service: [service.pid], upstream: [peer.upstream.pid], portkey: [peer.portkey.pid] };
     const results = await measureAll([peer.direct, peer.routed, direct, execute], groups);
 
@@ -173,7 +173,7 @@ async function run(): Promise<void> {
       await preflightEcho([warmEcho]);
       await warmUp({ ...warmEcho, connections: 4 }, PAID_SERVICE_WARM_UP);
       paid = await setUpPaid(paidService.baseUrl, databaseUrl, peer.sellerUrl);
-      await analyzeDatabase(databaseUrl);
+      await vacuumAnalyzeDatabase(databaseUrl);
       results.push(
         ...(await measureAll([paid.direct, paid.execute], { ...groups, service: [paidService.pid] })),
       );

@@ -1,6 +1,6 @@
 import { freePort } from "../shared/infra/free-port.js";
 import {
-  analyzeDatabase,
+  vacuumAnalyzeDatabase,
   drainExecutions,
   echoScenarios,
   fixed,
@@ -116,7 +116,7 @@ async function runStep(step: Step, index: number, env: Record<string, string>): 
     await Promise.all(
       specs.map((spec, i) => warmUp({ ...spec, connections: shares[i]! }, WARM_UP_REQUESTS / webs.length)),
     );
-    await analyzeDatabase(env.DATABASE_URL!);
+    await vacuumAnalyzeDatabase(env.DATABASE_URL!);
     log(`  measuring c=${CONNECTIONS} (${shares.join(" + ")} over ${webs.length} port(s)) for ${SECONDS} s…`);
     const meter = startGroupCpuMeter<Group>({
       web: webs.map((w) => w.pid),

@@ -1,6 +1,6 @@
 import { freePort } from "../shared/infra/free-port.js";
 import {
-  analyzeDatabase,
+  vacuumAnalyzeDatabase,
   drainExecutions,
   echoScenarios,
   fixed,
@@ -210,7 +210,7 @@ async function run(): Promise<void> {
   await preflightEcho([execute]);
   log(`warming up (${WARM_UP_REQUESTS} requests at c=${CONNECTIONS})…`);
   await warmUp({ ...execute, connections: CONNECTIONS }, WARM_UP_REQUESTS);
-  if (infra.env.DATABASE_URL) await analyzeDatabase(infra.env.DATABASE_URL);
+  if (infra.env.DATABASE_URL) await vacuumAnalyzeDatabase(infra.env.DATABASE_URL);
   counting = true;
   log(`soaking for ${SECONDS} s…`);
   const samples = await soak(service, apiKey);

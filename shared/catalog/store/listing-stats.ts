@@ -1,3 +1,4 @@
+import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
 import { histogramPercentile } from "../latency-histogram.js";
@@ -170,20 +171,15 @@ export interface RecentCallStats {
   p50_latency_ms: number | null;
 }
 
-/**
- * The last `window` completed calls (succeeded or failed, within 30 days) of each listing, read through
- * the (listing_id, started_at) index: cost is bounded by the window, not by a listing's history, so
- * ranking stays cheap on the execute hot path however busy a listing has been.
- */
-export async function readRecentCallStats(
-  q: Db,
-  listingIds: string[],
-  window: number,
-): Promise<Map<string, RecentCallStats>> {
-  if (listingIds.length === 0) return new Map();
-  const result = await preparedRaw(
-    q,
-    `select l.id as listing_id, r.calls, r.succeeded, r.p50
+interface RecentCallsRow {
+  listing_id: string;
+  calls: string;
+  succeeded: string;
+  p50: unknown;
+}
+
+/** The recent-calls read of readRecentCallStats (exported for the plan test). */
+export const RECENT_CALLS_SQL = `select l.id as listing_id, r.calls, r.succeeded, r.p50
        from unnest(?::uuid[]) as l(id)
        cross join lateral (
          select count(*) as calls,
@@ -193,11 +189,40 @@ export async function readRecentCallStats(
                   where a.listing_id = l.id and a.status in ('succeeded', 'failed')
                     and a.started_at > now() - interval '30 days'
                   order by a.started_at desc limit ?) recent
-       ) r`,
-    [listingIds, window],
-  );
+       ) r`;
+
+/**
+ * Makes the rest of a transaction plan the recent-calls read as the walk it must be: no bitmap scan,
+ * no sort. The planner estimates each listing's rows from the lateral parameter, so as the average
+ * listing, or from statistics older than the table's growth; either way a busy listing can look like
+ * a few rows, and it then chose a bitmap scan of the listing's whole history and a sort of it (120–160 ms
+ * for a listing of 200,000 attempts, once a second, against 0.4 ms for the walk: docs/benchmarks.md
+ * "The fifth round"). With both off the only plan left is the index walk backwards, which stops after
+ * `window` rows however the estimate goes.
+ */
+export async function recentCallsPlanSettings(trx: Knex.Transaction): Promise<void> {
+  await trx.raw("select set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)");
+}
+
+/**
+ * The last `window` completed calls (succeeded or failed, within 30 days) of each listing, read through
+ * the (listing_id, started_at) index backwards: cost is bounded by the window, not by a listing's history,
+ * so ranking stays cheap however busy a listing has been. Planned on every read (an unnamed statement)
+ * under recentCallsPlanSettings, in a transaction of its own; the routing cache reads it at most once a
+ * second per process (shared/routing/ranking-stats.ts).
+ */
+export async function readRecentCallStats(
+  q: Db,
+  listingIds: string[],
+  window: number,
+): Promise<Map<string, RecentCallStats>> {
+  if (listingIds.length === 0) return new Map();
+  const result = await q.transaction(async (trx) => {
+    await recentCallsPlanSettings(trx);
+    return (await trx.raw(RECENT_CALLS_SQL, [listingIds, window])) as { rows: RecentCallsRow[] };
+  });
   return new Map(
-    result.rows.map((row: { listing_id: string; calls: string; succeeded: string; p50: unknown }) => [
+    result.rows.map((row) => [
       row.listing_id,
       { calls: Number(row.calls), succeeded: Number(row.succeeded), p50_latency_ms: num(row.p50) },
     ]),
