@@ -1,4 +1,5 @@
 import type { Db } from "../db/knex.js";
+import { preparedRaw } from "../db/prepared.js";
 
 export interface OutboxRow {
   id: string;
@@ -12,14 +13,17 @@ export interface OutboxRow {
 /**
  * Marks rows sent. Deliberately not filtered on "enqueued_at is null": that steers the planner onto the
  * partial unsent index, which is full of dead entries under churn; the unique (queue, job_id) index is
- * exact, and coalesce keeps the first send time.
+ * exact, and coalesce keeps the first send time. One named statement whatever the batch's size (the ids
+ * as one array): an `in (…)` list was a new text, parsed and planned, for every size of batch.
  */
 export async function markOutboxSent(q: Db, queue: string, jobIds: string[]): Promise<void> {
   if (jobIds.length === 0) return;
-  await q("job_outbox")
-    .where({ queue })
-    .whereIn("job_id", jobIds)
-    .update({ enqueued_at: q.raw("coalesce(enqueued_at, now())") });
+  await preparedRaw(
+    q,
+    `update job_outbox set enqueued_at = coalesce(enqueued_at, now())
+      where queue = ? and job_id = any(?::text[])`,
+    [queue, jobIds],
+  );
 }
 
 /** Unsent rows of known queues older than the given age, locked so two sweepers never send one row at once. */
