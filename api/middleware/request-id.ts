@@ -16,16 +16,18 @@ export async function requestId(ctx: AppContext, next: Next): Promise<void> {
     // Every line logged while serving this request, and the jobs it enqueues, carry its id.
     await withLogScope({ request_id: id }, next);
   } finally {
-    logger().info(
-      {
-        request_id: id,
-        method: ctx.method,
-        path: ctx.path,
-        status: ctx.status,
-        ms: Math.round((performance.now() - started) * 10) / 10,
-        agent_id: ctx.state.auth?.agentId,
-      },
-      "request",
-    );
+    // The line's fields (the path among them) are gathered only when info lines are written.
+    if (logger().isLevelEnabled("info"))
+      logger().info(
+        {
+          request_id: id,
+          method: ctx.method,
+          path: ctx.path,
+          status: ctx.status,
+          ms: Math.round((performance.now() - started) * 10) / 10,
+          agent_id: ctx.state.auth?.agentId,
+        },
+        "request",
+      );
   }
 }

@@ -318,7 +318,8 @@ function highestPrice(listings: ListingRow[]): bigint {
  */
 async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
   const invocationId = randomUUID();
-  const print = fingerprint(work.operation, work.fingerprintPayload);
+  // Only a keyed request is ever compared with another (claim and replay): no key, no fingerprint.
+  const print = work.idempotencyKey ? fingerprint(work.operation, work.fingerprintPayload) : "";
   const row: NewInvocation = {
     id: invocationId,
     agent_id: principal.agentId,

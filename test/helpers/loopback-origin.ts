@@ -24,6 +24,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  *   /chain/<n>?delay=<ms>           redirects to /chain/<n-1> after delay; /chain/0 answers "end"
  *   /echo                           answers JSON {method, body, authorization}
  *   /big?bytes=<n>&chunked=1        answers n bytes (chunked: without content-length, in pieces)
+ *   /stall                          answers 200 and the start of a body, then nothing more
  */
 export async function startLoopbackOrigin(): Promise<LoopbackOrigin> {
   const seen: SeenRequest[] = [];
@@ -55,6 +56,9 @@ export async function startLoopbackOrigin(): Promise<LoopbackOrigin> {
         for (let sent = 0; sent < bytes; sent += 1024) res.write("y".repeat(Math.min(1024, bytes - sent)));
         res.end();
       } else res.end("y".repeat(bytes));
+    } else if (url.pathname === "/stall") {
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.write("the start, and then nothing");
     } else {
       res.writeHead(404);
       res.end();

@@ -142,6 +142,13 @@ describe("time and size", () => {
     expect(error.message).toMatch(/over 4096 bytes/);
   });
 
+  it("ends a body that stops arriving at the deadline, as a timeout", async () => {
+    const started = Date.now();
+    const error = await failure(`${a.origin}/stall`, { timeoutMs: 300 });
+    expect(error).toMatchObject({ kind: "timeout" });
+    expect(Date.now() - started).toBeLessThan(1_500);
+  });
+
   it("does not count redirect bodies against the size cap", async () => {
     // Each /chain hop answers 10 000 bytes of redirect body; the cap is 4 096.
     expect(text(await safeFetch(`${a.origin}/chain/2`, { ...GET, maxRedirects: 2 }))).toBe("end");
