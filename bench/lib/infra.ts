@@ -158,7 +158,7 @@ export async function resolvePostgresServer(
  * `autovacuum = off` for CI), and the bench database keeps every run's rows: each execute leaves dead
  * versions (the outbox row marked sent, the invocation and attempt brought to their outcome) that the
  * outbox sweeper's partial index then walks, and statistics taken before a table grew (docs/benchmarks.md
- * "The fifth round"). A bench runs this after its warm-up.
+ * "The sixth round"). A bench runs this after its warm-up.
  */
 export async function vacuumAnalyzeDatabase(databaseUrl: string): Promise<void> {
   const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });

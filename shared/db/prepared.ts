@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import type { Knex } from "knex";
 import { dbStatements } from "../observability/metrics.js";
-import { DescribedOnceQuery } from "./described-once.js";
 import type { Db } from "./knex.js";
+import { ShapedQuery } from "./row-shape.js";
 
 // Named prepared statements for the execute path's hot statements (docs/benchmarks.md "Levers").
 //
@@ -58,7 +58,7 @@ function numberedText(sql: string): { text: string; count: number } {
 
 interface PgConnection {
   // biome-ignore lint/suspicious/noExplicitAny: pg's result rows are untyped.
-  query(query: DescribedOnceQuery, callback: (error: Error | null, result: any) => void): void;
+  query(query: ShapedQuery, callback: (error: Error | null, result: any) => void): void;
 }
 
 /**
@@ -79,10 +79,10 @@ async function runNamed(q: Db, name: string, text: string, values: unknown[]): P
     dbStatements.inc();
     // pg's callback form, as knex uses it. Its promise form made V8 promote ~a quarter of what a
     // statement allocated (its rows included) to the old generation under load, whose collections
-    // then paused the service (docs/benchmarks.md, "Garbage"). Described once per connection
-    // (described-once.ts).
+    // then paused the service (docs/benchmarks.md, "Garbage"). Rows built per statement shape
+    // (row-shape.ts).
     return await new Promise((resolve, reject) =>
-      connection.query(new DescribedOnceQuery({ name, text, values }), (error, result) =>
+      connection.query(new ShapedQuery({ name, text, values }), (error, result) =>
         error ? reject(error) : resolve(result),
       ),
     );

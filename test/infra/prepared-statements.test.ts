@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
 import knexFactory, { type Knex } from "knex";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { DescribedOnceQuery } from "../../shared/db/described-once.js";
 import { closeDb, db } from "../../shared/db/knex.js";
 import { insertReturningAll, NOW, preparedRaw } from "../../shared/db/prepared.js";
+import { ShapedQuery } from "../../shared/db/row-shape.js";
 
 // Named prepared statements (shared/db/prepared.ts) on the test database, on a table of this file's own.
 const table = `prepared_${randomBytes(4).toString("hex")}`;
@@ -109,7 +110,7 @@ describe("named prepared statements", () => {
   });
 });
 
-describe("a named statement's rows, described once per connection", () => {
+describe("a named statement's rows, built from the shape PostgreSQL confirms", () => {
   // Every kind of column the execute path reads, a name given twice, nulls, and a value pg parses.
   const sql = `select ?::int as n, ?::bigint as big, ?::numeric as dec, ?::text as t, ?::text as "odd ""name""",
       ?::timestamptz as at, ?::jsonb as doc, ?::text[] as tags, ?::boolean as yes, null::text as none,
@@ -129,48 +130,50 @@ describe("a named statement's rows, described once per connection", () => {
   ];
 
   it("answers the rows and fields pg's own statement answers, on every execution", async () => {
-    const describes = vi.spyOn(DescribedOnceQuery.prototype, "handleRowDescription");
-    try {
-      for (let i = 0; i < 4; i++) {
-        const ours = await preparedRaw(single, sql, bindings(i));
-        const theirs = await single.raw(sql, bindings(i));
-        expect(ours.rows).toEqual(theirs.rows);
-        expect(ours.rows).toHaveLength(3);
-        expect(Object.keys(ours.rows[0])).toEqual(Object.keys(theirs.rows[0]));
-        expect(ours.fields.map((f: { name: string }) => f.name)).toEqual(
-          theirs.fields.map((f: { name: string }) => f.name),
-        );
-        expect(ours.rows[0].at).toBeInstanceOf(Date);
-        expect(ours.rows[0].n).toBe(i + 100);
-      }
-      // Described by the first execution on this connection only.
-      expect(describes).toHaveBeenCalledTimes(1);
-    } finally {
-      describes.mockRestore();
+    for (let i = 0; i < 4; i++) {
+      const ours = await preparedRaw(single, sql, bindings(i));
+      const theirs = await single.raw(sql, bindings(i));
+      expect(ours.rows).toEqual(theirs.rows);
+      expect(ours.rows).toHaveLength(3);
+      expect(Object.keys(ours.rows[0])).toEqual(Object.keys(theirs.rows[0]));
+      expect(ours.fields.map((f: { name: string }) => f.name)).toEqual(
+        theirs.fields.map((f: { name: string }) => f.name),
+      );
+      expect(ours.rows[0].at).toBeInstanceOf(Date);
+      expect(ours.rows[0].n).toBe(i + 100);
     }
   });
 
-  it("is described again on a new connection", async () => {
-    const fresh = knexFactory({ client: "pg", connection: process.env.DATABASE_URL, pool: { min: 1, max: 1 } });
-    const describes = vi.spyOn(DescribedOnceQuery.prototype, "handleRowDescription");
+  it("builds pg's field parsers once per shape, and again when the shape changes", async () => {
+    const shape = `select *, 'shaped' as probe from ${table} where a = ?`;
+    await db()(table).insert({ a: 7 });
+    const pgQuery = pg.Query.prototype as unknown as { handleRowDescription(message: unknown): void };
+    const built = vi.spyOn(pgQuery, "handleRowDescription");
     try {
-      for (let i = 0; i < 2; i++) expect((await preparedRaw(fresh, sql, bindings(i))).rows).toHaveLength(3);
-      expect(describes).toHaveBeenCalledTimes(1);
+      for (let i = 0; i < 3; i++) await preparedRaw(single, shape, [7]);
+      // Once for the first execution; the next two reused it.
+      expect(built).toHaveBeenCalledTimes(1);
+      // A column added under the running process: PostgreSQL refuses the old plan, prepared.ts takes a
+      // fresh name, and the new shape is built and used.
+      await db().schema.alterTable(table, (t) => {
+        t.text("shaped").defaultTo("yes");
+      });
+      const after = await preparedRaw(single, shape, [7]);
+      expect(after.rows[0]).toMatchObject({ a: 7, shaped: "yes" });
+      expect(built).toHaveBeenCalledTimes(2);
     } finally {
-      describes.mockRestore();
-      await fresh.destroy();
+      built.mockRestore();
     }
   });
 
-  it("fails only the statement whose value cannot be sent, and the connection goes on", async () => {
-    const check = `select ?::text as v`;
-    expect((await preparedRaw(single, check, ["first"])).rows).toEqual([{ v: "first" }]);
-    const unsendable = {
-      toPostgres() {
-        throw new Error("cannot be sent");
-      },
-    };
-    await expect(preparedRaw(single, check, [unsendable as never])).rejects.toThrow("cannot be sent");
-    expect((await preparedRaw(single, check, ["after"])).rows).toEqual([{ v: "after" }]);
+  it("uses a kept shape only when the description matches it", async () => {
+    const query = new ShapedQuery({ name: "am_shape_test", text: "select 1", values: [] });
+    const fields = [{ name: "a", dataTypeID: 23, format: "text" }];
+    query.handleRowDescription({ fields });
+    const again = new ShapedQuery({ name: "am_shape_test", text: "select 1", values: [] });
+    again.handleRowDescription({ fields: [{ name: "a", dataTypeID: 25, format: "text" }] });
+    // int4's parser for the first shape, text's (none: the string itself) for the second.
+    expect(query._result.parseRow(["42"])).toEqual({ a: 42 });
+    expect(again._result.parseRow(["42"])).toEqual({ a: "42" });
   });
 });

@@ -197,7 +197,7 @@ export const RECENT_CALLS_SQL = `select l.id as listing_id, r.calls, r.succeeded
  * listing, or from statistics older than the table's growth; either way a busy listing can look like
  * a few rows, and it then chose a bitmap scan of the listing's whole history and a sort of it (120–160 ms
  * for a listing of 200,000 attempts, once a second, against 0.4 ms for the walk: docs/benchmarks.md
- * "The fifth round"). With both off the only plan left is the index walk backwards, which stops after
+ * "The sixth round"). With both off the only plan left is the index walk backwards, which stops after
  * `window` rows however the estimate goes.
  */
 export async function recentCallsPlanSettings(trx: Knex.Transaction): Promise<void> {
