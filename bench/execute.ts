@@ -165,8 +165,15 @@ async function run(): Promise<void> {
 
     let paid: Awaited<ReturnType<typeof setUpPaid>> | undefined;
     if (databaseUrl) {
-      // The dev chain opens the paid gate: a local EVM in that service's process.
-      paidService = await startBenchService({ ...env, DEV_CHAIN: "1", DEV_CHAIN_PORT: "0" });
+      // The dev chain opens the paid gate: a local EVM in that service's process. Its own queue prefix
+      // (the hash tag kept): the first service, still up, must not take its jobs. A deposit's
+      // confirmation job taken there met no chain ("settlement_rpc_not_configured") and was never
+      // credited.
+      const prefix = infra.env.QUEUE_PREFIX;
+      const paidEnv: Record<string, string> = { ...env, DEV_CHAIN: "1", DEV_CHAIN_PORT: "0" };
+      if (prefix) paidEnv.QUEUE_PREFIX = `${prefix}-paid`;
+      await resetCircuits(paidEnv);
+      paidService = await startBenchService(paidEnv);
       paidLinesBefore = paidService.lineCount();
       // A fresh process: the free rows' service had run thousands of executes through the same code before.
       const warmEcho = echoScenarios(paidService.baseUrl, await register(paidService.baseUrl)).execute;
