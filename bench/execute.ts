@@ -9,7 +9,6 @@ import { type Group, type Pair, printRatios, printResults, type Result } from ".
 import { countRoundTrips } from "./execute/round-trips.js";
 import { runFallbackBench } from "./fallback.js";
 import {
-  vacuumAnalyzeDatabase,
   drainExecutions,
   ECHO_MESSAGE,
   type EchoSpec,
@@ -30,6 +29,7 @@ import {
   type Service,
   startService,
   tallySince,
+  vacuumAnalyzeDatabase,
   waitForHealth,
   warmUp,
 } from "./lib.js";

@@ -1,6 +1,5 @@
 import { freePort } from "../shared/infra/free-port.js";
 import {
-  vacuumAnalyzeDatabase,
   drainExecutions,
   echoScenarios,
   fixed,
@@ -23,6 +22,7 @@ import {
   startGroupCpuMeter,
   startProcfileProcess,
   table,
+  vacuumAnalyzeDatabase,
   waitForHealth,
   waitForWorkers,
   warmUp,

@@ -1,6 +1,5 @@
 import { freePort } from "../shared/infra/free-port.js";
 import {
-  vacuumAnalyzeDatabase,
   drainExecutions,
   echoScenarios,
   fixed,
@@ -25,6 +24,7 @@ import {
   startCpuMeter,
   startService,
   table,
+  vacuumAnalyzeDatabase,
   waitForHealth,
   warmUp,
 } from "./lib.js";

@@ -55,7 +55,9 @@ describe("the recent-calls read of ranking", () => {
 
         await recentCallsPlanSettings(trx);
         const walked = await plan(trx, hot);
-        expect(walked.some((n) => n["Node Type"].startsWith("Bitmap") || n["Node Type"] === "Sort")).toBe(false);
+        expect(walked.some((n) => n["Node Type"].startsWith("Bitmap") || n["Node Type"] === "Sort")).toBe(
+          false,
+        );
         expect(walked).toContainEqual(
           expect.objectContaining({ "Node Type": "Index Scan", "Scan Direction": "Backward" }),
         );

@@ -1,6 +1,5 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
-import { preparedRaw } from "../../db/prepared.js";
 import { histogramPercentile } from "../latency-histogram.js";
 import { type ListingStats, NO_STATS } from "../listing-facts.js";
 import { ATTEMPT_BUCKET_SQL, foldListingStats } from "./listing-stats-fold.js";
@@ -201,15 +200,18 @@ export const RECENT_CALLS_SQL = `select l.id as listing_id, r.calls, r.succeeded
  * `window` rows however the estimate goes.
  */
 export async function recentCallsPlanSettings(trx: Knex.Transaction): Promise<void> {
-  await trx.raw("select set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)");
+  await trx.raw(
+    "select set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)",
+  );
 }
 
 /**
  * The last `window` completed calls (succeeded or failed, within 30 days) of each listing, read through
  * the (listing_id, started_at) index backwards: cost is bounded by the window, not by a listing's history,
  * so ranking stays cheap however busy a listing has been. Planned on every read (an unnamed statement)
- * under recentCallsPlanSettings, in a transaction of its own; the routing cache reads it at most once a
- * second per process (shared/routing/ranking-stats.ts).
+ * under recentCallsPlanSettings, in a transaction of its own (q is the pool, never a transaction: the
+ * settings would last to that transaction's end); the routing cache reads it at most once a second per
+ * process (shared/routing/ranking-stats.ts).
  */
 export async function readRecentCallStats(
   q: Db,
