@@ -80,6 +80,7 @@ export class ShapedQuery extends PgQuery {
 
   handleRowDescription(message: { fields: Field[] }): void {
     const known = shapes.get(this.name);
+    // pg's own handler would also split a multi-statement result; a named statement is one statement.
     if (known && sameFields(known.fields, message.fields)) {
       this.adopt(known);
       return;

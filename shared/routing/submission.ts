@@ -318,8 +318,9 @@ function highestPrice(listings: ListingRow[]): bigint {
  */
 async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
   const invocationId = randomUUID();
+  const key = work.idempotencyKey;
   // Only a keyed request is ever compared with another (claim and replay): no key, no fingerprint.
-  const print = work.idempotencyKey ? fingerprint(work.operation, work.fingerprintPayload) : "";
+  const print = key ? fingerprint(work.operation, work.fingerprintPayload) : "";
   const row: NewInvocation = {
     id: invocationId,
     agent_id: principal.agentId,
@@ -335,7 +336,6 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     candidate_ids: work.candidateIds,
     selection: work.selection,
   };
-  const key = work.idempotencyKey;
   const paid = work.holdMicros > 0n;
   // Spend limits and approvals govern real money; sandbox units (tUSDC) are simulated.
   const limited = paid && (row.currency ?? "USDC") === "USDC";
