@@ -27,14 +27,16 @@ export {
 } from "./schemas.js";
 export { changeListing, publishListing, retireOwnListing, sellerStatus } from "./seller.js";
 export { downgradeStake, postStake, releaseStake, stakeView } from "./stake.js";
+export { catalogUnmoved } from "./store/generation.js";
 export { activeListingIdsAfter, recordProbe } from "./store/health-probes.js";
 export type { ListingSearch } from "./store/listing-search.js";
 export { searchListings } from "./store/listing-search.js";
 export type { RecentCallStats } from "./store/listing-stats.js";
 export { readListingStats, readRecentCallStats } from "./store/listing-stats.js";
-export type { Lane, ListingRow, VerificationStatus } from "./store/listings.js";
+export type { Lane, ListingRow, TaskListings, VerificationStatus } from "./store/listings.js";
 export {
   findActiveByTaskAlias,
+  findActiveByTaskAliasAt,
   findListing,
   listingColumns,
   taskAlias,

@@ -124,10 +124,16 @@ const insertTexts = new Map<string, string>();
  * prepared statement) and bindings, without building and compiling a knex query on every call (~4 % of
  * an execute's CPU). Columns in knex's order (sorted); an undefined value is DEFAULT, NOW is
  * CURRENT_TIMESTAMP. The text is kept per table and column set.
+ *
+ * With a guard (a boolean SQL expression, its own `?` bindings after the row's), the insert is
+ * `INSERT … SELECT … WHERE guard`: nothing is written, and no row returned, unless the guard holds when
+ * the statement runs. PostgreSQL types the selected parameters by their target columns, as in VALUES;
+ * DEFAULT columns are left out of the list, which is the same.
  */
 export function insertReturningAll(
   table: string,
   row: Record<string, unknown>,
+  guard?: { sql: string; bindings: Knex.RawBinding[] },
 ): { sql: string; bindings: Knex.RawBinding[] } {
   const columns = Object.keys(row).sort();
   const bindings: Knex.RawBinding[] = [];
@@ -141,13 +147,19 @@ export function insertReturningAll(
       bindings.push(value as Knex.RawBinding);
     }
   }
-  const key = `${table}\u0000${columns.join("\u0000")}\u0000${shape}`;
+  const key = `${table}\u0000${columns.join("\u0000")}\u0000${shape}\u0000${guard?.sql ?? ""}`;
   let sql = insertTexts.get(key);
   if (!sql) {
     const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
-    const values = [...shape].map((s) => (s === "d" ? "DEFAULT" : s === "n" ? "CURRENT_TIMESTAMP" : "?"));
-    sql = `insert into ${quote(table)} (${columns.map(quote).join(", ")}) values (${values.join(", ")}) returning *`;
+    const value = (s: string) => (s === "d" ? "DEFAULT" : s === "n" ? "CURRENT_TIMESTAMP" : "?");
+    if (guard) {
+      const written = columns.filter((_, i) => shape[i] !== "d");
+      const values = [...shape].filter((s) => s !== "d").map(value);
+      sql = `insert into ${quote(table)} (${written.map(quote).join(", ")}) select ${values.join(", ")} where ${guard.sql} returning *`;
+    } else {
+      sql = `insert into ${quote(table)} (${columns.map(quote).join(", ")}) values (${[...shape].map(value).join(", ")}) returning *`;
+    }
     insertTexts.set(key, sql);
   }
-  return { sql, bindings };
+  return { sql, bindings: guard ? [...bindings, ...guard.bindings] : bindings };
 }

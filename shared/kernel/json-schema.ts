@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
 import { type Violation, validationError } from "../errors.js";
@@ -29,35 +28,59 @@ export function createAjv(
   return addFormats(new Ajv({ allErrors: true, strict: false, ...options }));
 }
 
-const listingAjv = createAjv();
-const compiled = new Map<string, ValidateFunction>();
+/**
+ * Compiled listing schemas, bounded, found by content: a schema edited by any writer (the seller API,
+ * which bumps the version, or a migration or an operator, which may not) compiles anew. The same schema
+ * object, as a kept task read hands it out on every execute (docs/architecture.md "Caches that are
+ * proved"), is found without serialising it. Schemas are not registered by $id (two listings may share
+ * one), and an evicted schema leaves ajv's own cache too.
+ */
+class CompiledSchemas {
+  private readonly ajv = createAjv({ addUsedSchema: false });
+  private readonly byObject = new WeakMap<object, ValidateFunction>();
+  private readonly byText = new Map<string, ValidateFunction>();
 
-/** The compiled input_schema of a listing, cached per listing id and version. */
-function validatorFor(listing: {
-  id: string;
-  version: string;
-  input_schema: Record<string, unknown>;
-}): ValidateFunction {
-  const cacheKey = `${listing.id}@${listing.version}`;
-  let validate = compiled.get(cacheKey);
-  if (!validate) {
-    validate = listingAjv.compile(listing.input_schema);
-    compiled.set(cacheKey, validate);
+  constructor(private readonly max: number) {}
+
+  get(schema: Record<string, unknown>): ValidateFunction {
+    let validate = this.byObject.get(schema);
+    if (validate) return validate;
+    const text = JSON.stringify(schema);
+    validate = this.byText.get(text);
+    if (!validate) {
+      try {
+        validate = this.ajv.compile(schema);
+      } catch (error) {
+        this.ajv.removeSchema(schema); // ajv caches the entry before compiling it
+        throw error;
+      }
+      if (this.byText.size >= this.max) {
+        const [oldestText, oldest] = this.byText.entries().next().value as [string, ValidateFunction];
+        this.byText.delete(oldestText);
+        this.ajv.removeSchema(oldest.schema as object);
+      }
+      this.byText.set(text, validate);
+    }
+    this.byObject.set(schema, validate);
+    return validate;
   }
-  return validate;
+}
+
+const inputSchemas = new CompiledSchemas(1000);
+
+/** The compiled input_schema of a listing. */
+function validatorFor(listing: { input_schema: Record<string, unknown> }): ValidateFunction {
+  return inputSchemas.get(listing.input_schema);
 }
 
 /** True when the input is valid for this listing too (which fallbacks may receive it). */
-export function inputMatches(
-  listing: { id: string; version: string; input_schema: Record<string, unknown> },
-  input: unknown,
-): boolean {
+export function inputMatches(listing: { input_schema: Record<string, unknown> }, input: unknown): boolean {
   return validatorFor(listing)(input) === true;
 }
 
 /** Validates a task input (400 SCHEMA_VALIDATION_FAILED listing every violation under /input). */
 export function validateListingInput(
-  listing: { id: string; version: string; input_schema: Record<string, unknown> },
+  listing: { input_schema: Record<string, unknown> },
   input: unknown,
 ): void {
   const validate = validatorFor(listing);
@@ -69,33 +92,8 @@ export function validateListingInput(
   }
 }
 
-// Output schemas are not registered by $id (two listings may share one), and the cache is bounded
-// because schemas change with listing edits: an evicted schema is removed from ajv's own cache too.
-const outputAjv = createAjv({ addUsedSchema: false });
-const outputValidators = new Map<string, ValidateFunction>();
-const MAX_OUTPUT_VALIDATORS = 1000;
+const outputSchemas = new CompiledSchemas(1000);
 const MAX_REPORTED = 3;
-
-function outputValidator(listing: { id: string; output_schema: Record<string, unknown> }): ValidateFunction {
-  const schemaHash = createHash("sha256").update(JSON.stringify(listing.output_schema)).digest("hex");
-  const cacheKey = `${listing.id}:${schemaHash}`;
-  let validate = outputValidators.get(cacheKey);
-  if (!validate) {
-    try {
-      validate = outputAjv.compile(listing.output_schema);
-    } catch (error) {
-      outputAjv.removeSchema(listing.output_schema); // ajv caches the entry before compiling it
-      throw error;
-    }
-    if (outputValidators.size >= MAX_OUTPUT_VALIDATORS) {
-      const [oldestKey, oldest] = outputValidators.entries().next().value as [string, ValidateFunction];
-      outputValidators.delete(oldestKey);
-      outputAjv.removeSchema(oldest.schema as object);
-    }
-    outputValidators.set(cacheKey, validate);
-  }
-  return validate;
-}
 
 /**
  * Checks a provider's output against the listing's output_schema: null when valid, else up to three
@@ -108,7 +106,7 @@ export function outputSchemaViolations(
 ): string[] | null {
   let validate: ValidateFunction;
   try {
-    validate = outputValidator(listing);
+    validate = outputSchemas.get(listing.output_schema);
   } catch {
     return ["the listing's output_schema does not compile, so no output can be accepted"];
   }

@@ -1,8 +1,15 @@
-import { findActiveByTaskAlias, type ListingRow, type RecentCallStats, taskAlias } from "../catalog/index.js";
+import {
+  findActiveByTaskAlias,
+  findActiveByTaskAliasAt,
+  type ListingRow,
+  type RecentCallStats,
+  taskAlias,
+} from "../catalog/index.js";
 import { db } from "../db/knex.js";
 import { type KeyPolicy, type ScopeExclusion, scopeExclusion } from "../identity/index.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import type { PaidGate } from "../money/index.js";
+import { availableToolIds } from "../tools/index.js";
 import { openCircuits } from "./circuits.js";
 import { recentCallStats } from "./ranking-stats.js";
 
@@ -100,39 +107,68 @@ function exclusion(listing: ListingRow, rules: ExclusionRules): ExclusionReason 
 /** A task's listings being read ahead of ranking, with the circuit states read beside them. */
 export interface TaskRead {
   listings: Promise<ListingRow[]>;
+  /**
+   * Set when the listings are this process's copy rather than a read: the catalog generation they were
+   * read at. The insert that creates the invocation writes nothing unless the catalog is still at it
+   * (CatalogMoved), so a copy acts only while it is exactly what the database holds.
+   */
+  generation?: string;
   /** Open circuits among the ids the task's listings had at their last read in this process. */
   circuits?: { ids: ReadonlySet<string>; open: Promise<Set<string>> };
 }
 
-/** Tasks whose listing ids were read lately (bounded: the oldest goes first). */
+/** A task's listings as last read in this process, and the catalog generation of that read. */
+interface Remembered {
+  rows: ListingRow[];
+  ids: string[];
+  idSet: ReadonlySet<string>;
+  generation: bigint | null;
+}
+
+/** Tasks whose listings were read lately (bounded: the oldest goes first). */
 const MAX_TASKS_REMEMBERED = 1000;
-const lastIds = new Map<string, string[]>();
+const remembered = new Map<string, Remembered>();
 
 /**
  * The active listings answering to a task, as ranking reads them: it does not depend on the caller, so
  * POST /api/execute starts it while the key is looked up (RouteDef.prefetch) and hands it to
- * rankCandidates. Retired or repriced listings bind as they would: it is read on every request. The
- * circuits of the listings the task had last time are read at the same time (Redis beside PostgreSQL,
- * not after it); ranking reads those of any listing that has joined since (circuitsOf).
+ * rankCandidates. A task read before answers from the copy of that read, with its catalog generation
+ * (TaskRead.generation): a retired or repriced listing still binds at once, since the creating insert
+ * proves the generation and a moved catalog sends the execute back here with fresh (docs/architecture.md
+ * "Caches that are proved"). The circuits of the listings the task had last time are read at the same
+ * time (Redis beside PostgreSQL, not after it); ranking reads those of any listing that has joined
+ * since (circuitsOf).
  */
-export function readTaskListings(task: string): TaskRead {
-  const listings = findActiveByTaskAlias(db(), task);
-  // Remembered under the form the alias matches in, so "Echo" reads ahead what "echo" read last.
-  const key = taskAlias(task);
-  listings.then(
-    (rows) => {
-      lastIds.delete(key);
-      lastIds.set(
-        key,
-        rows.map((l) => l.id),
-      );
-      if (lastIds.size > MAX_TASKS_REMEMBERED) lastIds.delete(lastIds.keys().next().value!);
-    },
+export function readTaskListings(task: string, options: { fresh?: boolean } = {}): TaskRead {
+  // Under the form the alias matches in ("Echo" is "echo"), and the tools this process can sell now.
+  const key = `${taskAlias(task)}\u0000${availableToolIds().join(",")}`;
+  const kept = remembered.get(key);
+  if (kept?.generation != null && !options.fresh) {
+    return {
+      listings: Promise.resolve(kept.rows),
+      generation: kept.generation.toString(),
+      circuits: { ids: kept.idSet, open: openCircuits(kept.ids) },
+    };
+  }
+  const read = findActiveByTaskAliasAt(db(), task);
+  read.then(
+    ({ rows, generation }) => remember(key, rows, generation),
     () => {},
   );
-  const ids = lastIds.get(key);
-  if (!ids?.length) return { listings };
-  return { listings, circuits: { ids: new Set(ids), open: openCircuits(ids) } };
+  const listings = read.then((r) => r.rows);
+  if (!kept?.ids.length) return { listings };
+  return { listings, circuits: { ids: kept.idSet, open: openCircuits(kept.ids) } };
+}
+
+/** Keeps a read unless a read of a later generation is kept already (reads may end out of order). */
+function remember(key: string, rows: ListingRow[], generationText: string | null): void {
+  const generation = generationText === null ? null : BigInt(generationText);
+  const kept = remembered.get(key);
+  if (kept?.generation != null && generation !== null && kept.generation > generation) return;
+  remembered.delete(key);
+  const ids = rows.map((l) => l.id);
+  remembered.set(key, { rows, ids, idSet: new Set(ids), generation });
+  if (remembered.size > MAX_TASKS_REMEMBERED) remembered.delete(remembered.keys().next().value!);
 }
 
 /** The open circuits among ids: those read ahead where they cover an id, the rest read now. */

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { checkListingInput, type ListingRow, requireListing } from "../catalog/index.js";
+import { catalogUnmoved, checkListingInput, type ListingRow, requireListing } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { type Db, db } from "../db/knex.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
@@ -26,7 +26,14 @@ import { takeCompletion } from "./completions.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
 import { holdForInvocation } from "./paid-invocations.js";
 import { notInvocable, quoteNotUsable, quoteToPay } from "./quotes.js";
-import { type Candidate, candidateView, type Ranking, rankCandidates, type TaskRead } from "./router.js";
+import {
+  type Candidate,
+  candidateView,
+  type Ranking,
+  rankCandidates,
+  readTaskListings,
+  type TaskRead,
+} from "./router.js";
 import { openEarlyGate, RUN_TIMING } from "./run-invocation.js";
 import { type RunSlot, reserveRunHere } from "./runs-here.js";
 import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
@@ -102,6 +109,10 @@ function noCandidate(task: string, ranking: Ranking): AppError {
  * Accepts an execute request: ranks the listings answering to the task, validates the input against
  * the top one's schema, keeps up to MAX_CANDIDATES-1 fallbacks whose schemas also accept it, and
  * creates the invocation (see createInvocation).
+ *
+ * Listings this process kept from an earlier read (TaskRead.generation) are acted on only if the insert
+ * that creates the invocation proves them current; a moved catalog (CatalogMoved) and anything the copy
+ * refused are decided again on a fresh read, so an answer never rests on an unproved copy.
  */
 export async function submitExecution(
   principal: Principal,
@@ -109,6 +120,32 @@ export async function submitExecution(
   requestId: string,
 ): Promise<Submission> {
   if (req.quoteId) return submitQuotedExecution(principal, req, requestId);
+  const generation = req.taskListings?.generation;
+  if (generation === undefined)
+    return createInvocation(principal, await rankedWork(principal, req), requestId);
+  const again = () =>
+    submitExecution(
+      principal,
+      { ...req, taskListings: readTaskListings(req.task, { fresh: true }) },
+      requestId,
+    );
+  let work: NewWork;
+  try {
+    work = await rankedWork(principal, req);
+  } catch (error) {
+    if (error instanceof AppError) return again();
+    throw error;
+  }
+  try {
+    return await createInvocation(principal, { ...work, catalogAt: generation }, requestId);
+  } catch (error) {
+    if (error instanceof CatalogMoved) return again();
+    throw error;
+  }
+}
+
+/** What an execute request would create: its ranked candidates and the checks made on them. */
+async function rankedWork(principal: Principal, req: ExecuteRequest): Promise<NewWork> {
   const maxCostMicros = maxCost(req.maxCostUsdc, "/constraints/max_cost");
   const policy = principal.policy;
   const ranking = await rankCandidates(req.task, maxCostMicros, paidGate, openCircuits, {
@@ -128,28 +165,24 @@ export async function submitExecution(
     .slice(0, MAX_CANDIDATES - 1);
   const candidates: Candidate[] = [chosen, ...fallbacks];
   await assertWithinSpendLimits(principal, highestPrice(candidates.map((c) => c.listing)));
-  return createInvocation(
-    principal,
-    {
-      route: "execute",
-      task: req.task,
-      input: req.input,
-      listing: chosen.listing,
-      candidateIds: candidates.map((c) => c.listing.id),
-      holdMicros: highestPrice(candidates.map((c) => c.listing)),
-      selection: {
-        strategy: "ranked_with_fallback",
-        reason: "highest score among eligible listings for the task (docs/routing.md)",
-        candidates: candidates.map((c, i) => candidateView(c, i + 1)),
-        excluded: ranking.excluded.map((e) => ({ listing_id: e.listing.id, reason: e.reason })),
-      },
-      maxCostMicros,
-      idempotencyKey: req.idempotencyKey,
-      operation: "POST /api/execute",
-      fingerprintPayload: { task: req.task, input: req.input, max_cost: req.maxCostUsdc ?? null },
+  return {
+    route: "execute",
+    task: req.task,
+    input: req.input,
+    listing: chosen.listing,
+    candidateIds: candidates.map((c) => c.listing.id),
+    holdMicros: highestPrice(candidates.map((c) => c.listing)),
+    selection: {
+      strategy: "ranked_with_fallback",
+      reason: "highest score among eligible listings for the task (docs/routing.md)",
+      candidates: candidates.map((c, i) => candidateView(c, i + 1)),
+      excluded: ranking.excluded.map((e) => ({ listing_id: e.listing.id, reason: e.reason })),
     },
-    requestId,
-  );
+    maxCostMicros,
+    idempotencyKey: req.idempotencyKey,
+    operation: "POST /api/execute",
+    fingerprintPayload: { task: req.task, input: req.input, max_cost: req.maxCostUsdc ?? null },
+  };
 }
 
 /**
@@ -295,6 +328,18 @@ interface NewWork {
   idempotencyKey: string | undefined;
   operation: string;
   fingerprintPayload: unknown;
+  /**
+   * The catalog generation the listings were read at, when they are a kept copy: the insert writes
+   * nothing unless the catalog is still at it, and CatalogMoved is thrown instead.
+   */
+  catalogAt?: string;
+}
+
+/** The catalog moved since the kept listings an execute acted on were read: nothing was written. */
+class CatalogMoved extends Error {
+  constructor() {
+    super("the catalog moved since the task's listings were read");
+  }
 }
 
 /** The hold for a set of candidates: the dearest, so a fallback never needs a second hold. */
@@ -341,16 +386,20 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   const limited = paid && (row.currency ?? "USDC") === "USDC";
   const awaiting = limited && needsApproval(principal.policy, work.holdMicros);
   // A run in this process is claimed by the insert itself (runs-here.ts): its slot is taken first.
+  // An approval is written without the catalog's proof: it is never made on a kept copy.
+  if (awaiting && work.catalogAt) throw new CatalogMoved();
   const slot = awaiting ? undefined : reserveRunHere();
   const transaction = Boolean(key || paid || work.quote);
   // Free unkeyed work claimed here asks the first candidate's call gate while the insert is written: the
   // two round trips overlap. Not for a transaction, which may yet replay a key or refuse a quote.
   const early = slot && !transaction ? openEarlyGate(work.listing) : undefined;
   let claim: RunClaim | undefined;
+  const guard = work.catalogAt ? catalogUnmoved(work.catalogAt) : undefined;
   const insert = async (q: Db): Promise<InvocationRow> => {
-    if (!slot) return insertInvocationWithJob(q, row, "executions");
-    claim = await insertClaimedInvocation(q, row, "executions", RUN_TIMING);
-    return claim.invocation;
+    if (slot) claim = await insertClaimedInvocation(q, row, "executions", RUN_TIMING, guard);
+    const inserted = slot ? claim?.invocation : await insertInvocationWithJob(q, row, "executions", guard);
+    if (!inserted) throw new CatalogMoved();
+    return inserted;
   };
   let invocation: InvocationRow;
   try {

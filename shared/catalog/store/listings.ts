@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
 import { availableToolIds } from "../../tools/index.js";
+import { CATALOG_GENERATION_SQL } from "./generation.js";
 
 export type VerificationStatus = "verified" | "reachable" | "failed";
 
@@ -86,13 +87,35 @@ export async function findActiveByTaskAlias(
   task: string,
   options: { tumblerOnly?: boolean } = {},
 ): Promise<ListingRow[]> {
-  const alias = taskAlias(task);
-  // Every execute reads this: one fixed text, a named prepared statement (shared/db/prepared.ts). The
-  // tool filter is withoutUnavailableTools' as an array parameter. A broad alias (a category) matches
-  // thousands of listings: they are ranked on narrow rows and only the ten chosen are read in full.
-  const result = await preparedRaw(
-    q,
-    `with top as (
+  return (await preparedRaw(q, taskAliasSql(false), taskAliasBindings(task, options))).rows as ListingRow[];
+}
+
+/** A task's listings and the catalog generation of the snapshot they were read in (generation.ts). */
+export interface TaskListings {
+  rows: ListingRow[];
+  /** Null when no listing answers (the generation rides on the rows). */
+  generation: string | null;
+}
+
+/** findActiveByTaskAlias, with the catalog generation read in the same statement (the same snapshot). */
+export async function findActiveByTaskAliasAt(q: Db, task: string): Promise<TaskListings> {
+  const result = await preparedRaw(q, taskAliasSql(true), taskAliasBindings(task, {}));
+  const rows = result.rows as (ListingRow & { catalog_generation?: string })[];
+  const generation = rows[0]?.catalog_generation ?? null;
+  // Kept off the rows, which other code may show whole: a new object per row, in one shape.
+  return { rows: rows.map(({ catalog_generation: _, ...row }) => row as ListingRow), generation };
+}
+
+const aliasTexts = new Map<boolean, string>();
+
+// Every execute reads this: one fixed text per form, a named prepared statement (shared/db/prepared.ts).
+// The tool filter is withoutUnavailableTools' as an array parameter. A broad alias (a category) matches
+// thousands of listings: they are ranked on narrow rows and only the ten chosen are read in full.
+function taskAliasSql(withGeneration: boolean): string {
+  let sql = aliasTexts.get(withGeneration);
+  if (!sql) {
+    const generation = withGeneration ? `, (${CATALOG_GENERATION_SQL})::text as catalog_generation` : "";
+    sql = `with top as (
        select id, (slug = ?) as exact, price_micros, created_at from listings
         where status = 'active' and (not ?::boolean or tumbler_enabled)
           and (tool_id is null or tool_id = any(?::text[]))
@@ -100,11 +123,16 @@ export async function findActiveByTaskAlias(
         order by exact desc, price_micros asc, created_at asc
         limit 10
      )
-     select ${LISTING_COLUMNS} from top join listings on listings.id = top.id
-      order by top.exact desc, top.price_micros asc, top.created_at asc`,
-    [alias, options.tumblerOnly === true, availableToolIds(), alias, alias, alias, alias],
-  );
-  return result.rows as ListingRow[];
+     select ${LISTING_COLUMNS}${generation} from top join listings on listings.id = top.id
+      order by top.exact desc, top.price_micros asc, top.created_at asc`;
+    aliasTexts.set(withGeneration, sql);
+  }
+  return sql;
+}
+
+function taskAliasBindings(task: string, options: { tumblerOnly?: boolean }): Knex.RawBinding[] {
+  const alias = taskAlias(task);
+  return [alias, options.tumblerOnly === true, availableToolIds(), alias, alias, alias, alias];
 }
 
 export async function findListing(q: Db, id: string): Promise<ListingRow | undefined> {

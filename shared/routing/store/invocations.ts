@@ -1,3 +1,4 @@
+import type { Knex } from "knex";
 import type { ListingRow } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
 import { insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
@@ -102,15 +103,33 @@ const JOB_CTE = `job as (
      )`;
 
 /**
+ * A condition the creating insert must find true, or it writes nothing (the catalog's generation, for
+ * an execute ranked on kept listings: catalogUnmoved).
+ */
+export type InsertGuard = { sql: string; bindings: Knex.RawBinding[] };
+
+/**
  * Inserts an invocation and its outbox row (job id = invocation id) in one statement: atomic without
- * an explicit transaction, and one round trip on the hot path.
+ * an explicit transaction, and one round trip on the hot path. Undefined only when a guard failed.
  */
 export async function insertInvocationWithJob(
   q: Db,
   row: NewInvocation | NewX402Invocation,
   queue: string,
-): Promise<InvocationRow> {
-  const insert = insertReturningAll("invocations", invocationColumns(row));
+): Promise<InvocationRow>;
+export async function insertInvocationWithJob(
+  q: Db,
+  row: NewInvocation | NewX402Invocation,
+  queue: string,
+  guard: InsertGuard | undefined,
+): Promise<InvocationRow | undefined>;
+export async function insertInvocationWithJob(
+  q: Db,
+  row: NewInvocation | NewX402Invocation,
+  queue: string,
+  guard?: InsertGuard,
+): Promise<InvocationRow | undefined> {
+  const insert = insertReturningAll("invocations", invocationColumns(row), guard);
   const result = await preparedRaw(
     q,
     `with inv as (${insert.sql}),
@@ -118,7 +137,7 @@ export async function insertInvocationWithJob(
      select * from inv`,
     [...insert.bindings, queue],
   );
-  return result.rows[0] as InvocationRow;
+  return result.rows[0] as InvocationRow | undefined;
 }
 
 /** The invocation's candidates as CallTargets, in rank order: a CTE over `inv` (claims). */
@@ -144,19 +163,34 @@ const FIRST_ATTEMPT_INSERT = `insert into invocation_attempts (invocation_id, at
 /**
  * insertInvocationWithJob and claimRun in one statement, for a run that starts in the submitting process
  * (runs-here.ts): the invocation is inserted running, with its outbox row (left unsent: it is what
- * recovers the run if this process dies) and attempt 1 recorded before any call.
+ * recovers the run if this process dies) and attempt 1 recorded before any call. Undefined only when a
+ * guard failed.
  */
 export async function insertClaimedInvocation(
   q: Db,
   row: NewInvocation | NewX402Invocation,
   queue: string,
   timing: { maxCallMs: number; marginMs: number },
-): Promise<RunClaim> {
-  const insert = insertReturningAll("invocations", {
-    ...invocationColumns(row),
-    status: "running",
-    started_at: NOW,
-  });
+): Promise<RunClaim>;
+export async function insertClaimedInvocation(
+  q: Db,
+  row: NewInvocation | NewX402Invocation,
+  queue: string,
+  timing: { maxCallMs: number; marginMs: number },
+  guard: InsertGuard | undefined,
+): Promise<RunClaim | undefined>;
+export async function insertClaimedInvocation(
+  q: Db,
+  row: NewInvocation | NewX402Invocation,
+  queue: string,
+  timing: { maxCallMs: number; marginMs: number },
+  guard?: InsertGuard,
+): Promise<RunClaim | undefined> {
+  const insert = insertReturningAll(
+    "invocations",
+    { ...invocationColumns(row), status: "running", started_at: NOW },
+    guard,
+  );
   const result = await preparedRaw(
     q,
     `with inv as (${insert.sql}),
@@ -168,6 +202,7 @@ export async function insertClaimedInvocation(
        from inv cross join cands`,
     [...insert.bindings, queue, timing.maxCallMs, timing.marginMs],
   );
+  if (result.rows.length === 0) return undefined;
   const { candidate_list, first_attempt_id, ...invocation } = result.rows[0];
   return {
     invocation: invocation as InvocationRow,
