@@ -5,7 +5,7 @@ import type { ErrorCode } from "../errors.js";
 import { outputSchemaViolations } from "../kernel/json-schema.js";
 import { FetchFailure, safeFetch } from "../net/safe-fetch.js";
 import { inSpan, traceHeaders } from "../observability/tracing.js";
-import { activeSigningKey, signMessage } from "./request-signing.js";
+import { activeSigningKey, signMessageOffThread } from "./request-signing.js";
 import type { CallTarget, InvocationRow } from "./store/invocations.js";
 
 /** The longest any provider call may take, whatever a listing declares (spec: max_latency_ms 30000). */
@@ -71,7 +71,11 @@ export async function callProvider(
     attempt: attemptNo,
     input: invocation.input,
   });
-  const key = await activeSigningKey();
+  const signature = await signMessageOffThread(
+    await activeSigningKey(),
+    messageId(invocation.id, attemptNo),
+    body,
+  );
   let response: Awaited<ReturnType<typeof safeFetch>>;
   try {
     // A CLIENT span per seller call; the seller receives its trace context (traceparent) when tracing is on.
@@ -88,7 +92,7 @@ export async function callProvider(
             "idempotency-key": invocation.id,
             "x-invocation-id": invocation.id,
             "x-listing-id": listing.id,
-            ...signMessage(key, messageId(invocation.id, attemptNo), body),
+            ...signature,
             ...traceHeaders(),
           },
           body,

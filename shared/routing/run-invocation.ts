@@ -11,6 +11,7 @@ import { offerCompletion } from "./completions.js";
 import type { LimitedListing } from "./listing-limits.js";
 import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
 import { callProvider, MAX_PROVIDER_LATENCY_MS, type ProviderResult } from "./provider-call.js";
+import { runtimeProofDue, runtimeProofRecorded } from "./runtime-proof.js";
 import {
   type AttemptSnapshot,
   abandonExpiredAttempts,
@@ -126,11 +127,16 @@ async function succeed(
     httpStatus: result.evidence.http_status,
     latencyMs: result.evidence.latency_ms,
     evidence: { ...result.evidence, listing_id: target.id, provider_name: target.name },
+    proveListing: runtimeProofDue(target.id),
+  };
+  const recorded = (receiptId: string | null | undefined) => {
+    if (receiptId && record.proveListing) runtimeProofRecorded(target.id);
   };
   const held = micros(invocation.hold_micros);
   if (invocation.route !== "x402" && held === 0n) {
     // Free work: one autocommitted statement, whose summary is final and may answer a local waiter.
     const summary = await recordSuccess(db(), record);
+    recorded(summary?.receipt_id);
     if (!summary) return "already_finished";
     offerCompletion(summary);
     return "succeeded";
@@ -172,6 +178,7 @@ async function succeed(
             return id;
           }),
         );
+  recorded(receiptId);
   if (edgePaymentId) await edge.settleAfterCommit(edgePaymentId);
   return receiptId ? "succeeded" : "already_finished";
 }

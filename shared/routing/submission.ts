@@ -40,6 +40,7 @@ import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js
 import { insertAwaitingInvocation } from "./store/approvals.js";
 import { claimIdempotencyKey, type IdempotencyRow } from "./store/idempotency.js";
 import {
+  callTargetOf,
   findInvocation,
   findInvocationSummary,
   type InvocationRow,
@@ -171,6 +172,7 @@ async function rankedWork(principal: Principal, req: ExecuteRequest): Promise<Ne
     input: req.input,
     listing: chosen.listing,
     candidateIds: candidates.map((c) => c.listing.id),
+    candidateListings: candidates.map((c) => c.listing),
     holdMicros: highestPrice(candidates.map((c) => c.listing)),
     selection: {
       strategy: "ranked_with_fallback",
@@ -317,6 +319,8 @@ interface NewWork {
   input: Record<string, unknown>;
   listing: ListingRow;
   candidateIds: string[];
+  /** The candidates' rows, in rank order, when ranked (what a claim on a kept copy calls). */
+  candidateListings?: ListingRow[];
   /** What to hold from the buyer: the highest candidate price (0 for free work). */
   holdMicros: bigint;
   /** The price recorded on the invocation: the quote's when one is paid, else the chosen listing's. */
@@ -395,8 +399,11 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   const early = slot && !transaction ? openEarlyGate(work.listing) : undefined;
   let claim: RunClaim | undefined;
   const guard = work.catalogAt ? catalogUnmoved(work.catalogAt) : undefined;
+  // A proved copy's candidates are what the claim would read: it is spared reading them again.
+  const proved = guard &&
+    work.candidateListings && { guard, candidates: work.candidateListings.map(callTargetOf) };
   const insert = async (q: Db): Promise<InvocationRow> => {
-    if (slot) claim = await insertClaimedInvocation(q, row, "executions", RUN_TIMING, guard);
+    if (slot) claim = await insertClaimedInvocation(q, row, "executions", RUN_TIMING, proved);
     const inserted = slot ? claim?.invocation : await insertInvocationWithJob(q, row, "executions", guard);
     if (!inserted) throw new CatalogMoved();
     return inserted;

@@ -3,7 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { catalogUnmoved } from "../../shared/catalog/index.js";
 import { db } from "../../shared/db/knex.js";
 import { readTaskListings } from "../../shared/routing/index.js";
-import { insertClaimedInvocation, insertInvocationWithJob } from "../../shared/routing/store/invocations.js";
+import {
+  callTargetOf,
+  insertClaimedInvocation,
+  insertInvocationWithJob,
+} from "../../shared/routing/store/invocations.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
@@ -119,8 +123,13 @@ describe("the catalog generation", () => {
   });
 
   it("guards the creating insert: a moved catalog writes no invocation, outbox row or attempt", async () => {
-    const listing = await buildListing({ endpointUrl: "http://127.0.0.1:9/invoke" });
+    const listing = await buildListing({
+      endpointUrl: "http://127.0.0.1:9/invoke",
+      maxLatencyMs: 700,
+      outputSchema: { type: "object" },
+    });
     const stale = catalogUnmoved(((await generation()) - 1n).toString());
+    const candidates = [callTargetOf(listing)];
     const key = await db()("api_keys").where({ agent_id: buyer.agentId }).first();
     const row = (id: string) => ({
       id,
@@ -136,7 +145,10 @@ describe("the catalog generation", () => {
     const timing = { maxCallMs: 1000, marginMs: 1000 };
     const claimed = randomUUID();
     const queued = randomUUID();
-    expect(await insertClaimedInvocation(db(), row(claimed), "executions", timing, stale)).toBeUndefined();
+    const read = randomUUID();
+    expect(
+      await insertClaimedInvocation(db(), row(claimed), "executions", timing, { guard: stale, candidates }),
+    ).toBeUndefined();
     expect(await insertInvocationWithJob(db(), row(queued), "executions", stale)).toBeUndefined();
     for (const id of [claimed, queued]) {
       expect(await db()("invocations").where({ id }).first()).toBeUndefined();
@@ -145,12 +157,30 @@ describe("the catalog generation", () => {
     }
 
     const current = catalogUnmoved((await generation()).toString());
-    const claim = await insertClaimedInvocation(db(), row(claimed), "executions", timing, current);
-    expect(claim?.invocation.id).toBe(claimed);
-    expect(claim?.firstAttempt).not.toBeNull();
+    const claim = await insertClaimedInvocation(db(), row(claimed), "executions", timing, {
+      guard: current,
+      candidates,
+    });
     expect((await insertInvocationWithJob(db(), row(queued), "executions", current))?.id).toBe(queued);
     expect(await db()("job_outbox").whereIn("job_id", [claimed, queued]).count({ n: "*" })).toEqual([
       { n: "2" },
     ]);
+    // The claim on proved candidates answers and writes what the claim that reads them does.
+    const readClaim = await insertClaimedInvocation(db(), row(read), "executions", timing);
+    expect(claim?.candidates).toEqual(readClaim.candidates);
+    expect(claim?.attempts).toEqual([]);
+    const { id: _a, created_at: _b, started_at: _c, ...rest } = claim!.invocation;
+    const { id: _d, created_at: _e, started_at: _f, ...readRest } = readClaim.invocation;
+    expect(rest).toEqual(readRest);
+    const attempt = async (c: typeof claim) => {
+      const a = await db()("invocation_attempts").where({ id: c!.firstAttempt!.id }).first();
+      return { ...a, budgetMs: a.deadline_at.getTime() - a.started_at.getTime() };
+    };
+    const [proved, fresh] = [await attempt(claim), await attempt(readClaim)];
+    expect([proved.attempt_no, proved.listing_id, proved.status]).toEqual([1, listing.id, "running"]);
+    expect([fresh.attempt_no, fresh.listing_id, fresh.status]).toEqual([1, listing.id, "running"]);
+    // min(700, maxCallMs 1000) + marginMs 1000, both ways.
+    expect(proved.budgetMs).toBeCloseTo(1700, -1);
+    expect(fresh.budgetMs).toBeCloseTo(1700, -1);
   });
 });

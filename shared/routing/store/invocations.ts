@@ -161,10 +161,37 @@ const FIRST_ATTEMPT_INSERT = `insert into invocation_attempts (invocation_id, at
          from inv join listings l on l.id = inv.candidate_ids[1]`;
 
 /**
+ * The candidates of an execute ranked on a kept copy of its listings, with the guard that proves the copy
+ * current (catalogUnmoved): the claim takes them as they are instead of reading them again.
+ */
+export interface ProvedCandidates {
+  guard: InsertGuard;
+  candidates: CallTarget[];
+}
+
+/** What a provider call needs of a listing, as CANDIDATES_CTE reads it. */
+export function callTargetOf(l: ListingRow): CallTarget {
+  return {
+    id: l.id,
+    name: l.name,
+    status: l.status,
+    endpoint_url: l.endpoint_url,
+    max_latency_ms: l.max_latency_ms,
+    safe_to_retry: l.safe_to_retry,
+    rate_limit: l.rate_limit,
+    concurrency_limit: l.concurrency_limit,
+    price_micros: l.price_micros,
+    output_schema: l.output_schema,
+    seller_id: l.seller_id,
+  };
+}
+
+/**
  * insertInvocationWithJob and claimRun in one statement, for a run that starts in the submitting process
  * (runs-here.ts): the invocation is inserted running, with its outbox row (left unsent: it is what
- * recovers the run if this process dies) and attempt 1 recorded before any call. Undefined only when a
- * guard failed.
+ * recovers the run if this process dies) and attempt 1 recorded before any call. With candidates proved
+ * current (ProvedCandidates) the statement neither reads nor returns them: it writes nothing unless
+ * the guard holds, and then answers undefined.
  */
 export async function insertClaimedInvocation(
   q: Db,
@@ -177,20 +204,44 @@ export async function insertClaimedInvocation(
   row: NewInvocation | NewX402Invocation,
   queue: string,
   timing: { maxCallMs: number; marginMs: number },
-  guard: InsertGuard | undefined,
+  proved: ProvedCandidates | undefined,
 ): Promise<RunClaim | undefined>;
 export async function insertClaimedInvocation(
   q: Db,
   row: NewInvocation | NewX402Invocation,
   queue: string,
   timing: { maxCallMs: number; marginMs: number },
-  guard?: InsertGuard,
+  proved?: ProvedCandidates,
 ): Promise<RunClaim | undefined> {
   const insert = insertReturningAll(
     "invocations",
     { ...invocationColumns(row), status: "running", started_at: NOW },
-    guard,
+    proved?.guard,
   );
+  if (proved) {
+    const first = proved.candidates[0]!;
+    // Attempt 1's deadline as FIRST_ATTEMPT_INSERT computes it, from the proved first candidate.
+    const deadlineMs = Math.min(first.max_latency_ms, timing.maxCallMs) + timing.marginMs;
+    const result = await preparedRaw(
+      q,
+      `with inv as (${insert.sql}),
+       ${JOB_CTE}, first as (
+         insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
+         select inv.id, 1, inv.candidate_ids[1], now() + make_interval(secs => ?::int / 1000.0) from inv
+         returning id
+       )
+       select inv.*, (select id from first) as first_attempt_id from inv`,
+      [...insert.bindings, queue, deadlineMs],
+    );
+    if (result.rows.length === 0) return undefined;
+    const { first_attempt_id, ...invocation } = result.rows[0];
+    return {
+      invocation: invocation as InvocationRow,
+      candidates: proved.candidates,
+      attempts: [],
+      firstAttempt: { id: first_attempt_id },
+    };
+  }
   const result = await preparedRaw(
     q,
     `with inv as (${insert.sql}),
@@ -202,7 +253,6 @@ export async function insertClaimedInvocation(
        from inv cross join cands`,
     [...insert.bindings, queue, timing.maxCallMs, timing.marginMs],
   );
-  if (result.rows.length === 0) return undefined;
   const { candidate_list, first_attempt_id, ...invocation } = result.rows[0];
   return {
     invocation: invocation as InvocationRow,
@@ -439,19 +489,23 @@ export interface SuccessRecord {
   httpStatus: number;
   latencyMs: number;
   evidence: Record<string, unknown>;
+  /** Refresh the listing's runtime proof too (runtime-proof.ts decides when it may be due). */
+  proveListing: boolean;
 }
 
-/**
- * Records a successful call in one atomic statement: the attempt (only if still running), the
- * invocation outcome (only if not ended, and only if the attempt was recorded), the receipt for the
- * invocation's price, and the listing's runtime proof (last_success_at, refreshed at most once a
- * minute). Answers the invocation's summary as the statement left it — the row findInvocationSummary
- * reads, without a second round trip — or undefined when another run had already ended it.
- */
-export async function recordSuccess(q: Db, s: SuccessRecord): Promise<InvocationSummary | undefined> {
-  const result = await preparedRaw(
-    q,
-    `with att as (
+const successTexts = new Map<boolean, string>();
+
+function successSql(proveListing: boolean): string {
+  let sql = successTexts.get(proveListing);
+  if (!sql) {
+    const proof = proveListing
+      ? `, proof as (
+       update listings set last_success_at = now()
+        where id = ? and exists (select 1 from inv)
+          and (last_success_at is null or last_success_at < now() - interval '1 minute')
+     )`
+      : "";
+    sql = `with att as (
        update invocation_attempts
           set status = 'succeeded', http_status = ?, latency_ms = ?, finished_at = now()
         where id = ? and status = 'running'
@@ -465,30 +519,39 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<Invocation
        insert into receipts (invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
        select id, agent_id, ?, ?, currency, ?::jsonb from inv
        returning id, amount_micros
-     ), proof as (
-       update listings set last_success_at = now()
-        where id = ? and exists (select 1 from inv)
-          and (last_success_at is null or last_success_at < now() - interval '1 minute')
-     )
+     )${proof}
      select inv.*, rec.id as receipt_id, rec.amount_micros as receipt_amount_micros,
             l.name as listing_name, l.slug as listing_slug,
             (select count(*)::int from invocation_attempts a where a.invocation_id = inv.id) as attempt_count,
             ?::int as served_latency_ms
        from inv cross join rec
-       left join listings l on l.id = inv.served_listing_id`,
-    [
-      s.httpStatus,
-      s.latencyMs,
-      s.attemptId,
-      JSON.stringify(s.output ?? null),
-      s.listingId,
-      s.invocationId,
-      s.listingId,
-      s.amountMicros.toString(),
-      JSON.stringify(s.evidence),
-      s.listingId,
-      s.latencyMs,
-    ],
-  );
+       left join listings l on l.id = inv.served_listing_id`;
+    successTexts.set(proveListing, sql);
+  }
+  return sql;
+}
+
+/**
+ * Records a successful call in one atomic statement: the attempt (only if still running), the
+ * invocation outcome (only if not ended, and only if the attempt was recorded), the receipt for the
+ * invocation's price, and, when asked, the listing's runtime proof (last_success_at, refreshed at most
+ * once a minute). Answers the invocation's summary as the statement left it — the row
+ * findInvocationSummary reads, without a second round trip — or undefined when another run had already
+ * ended it.
+ */
+export async function recordSuccess(q: Db, s: SuccessRecord): Promise<InvocationSummary | undefined> {
+  const result = await preparedRaw(q, successSql(s.proveListing), [
+    s.httpStatus,
+    s.latencyMs,
+    s.attemptId,
+    JSON.stringify(s.output ?? null),
+    s.listingId,
+    s.invocationId,
+    s.listingId,
+    s.amountMicros.toString(),
+    JSON.stringify(s.evidence),
+    ...(s.proveListing ? [s.listingId] : []),
+    s.latencyMs,
+  ]);
   return result.rows[0] as InvocationSummary | undefined;
 }
