@@ -20,6 +20,7 @@ export interface Config {
   redisCluster: boolean;
   queuePrefix: string;
   logLevel: string;
+  logContext: boolean;
   executeSyncWaitMs: number;
   executeInProcess: boolean;
   queueConcurrency: Readonly<Record<QueueName, number>>;
@@ -369,6 +370,11 @@ export const SETTINGS = {
     /^[^:\s]+$/,
   ),
   logLevel: str("LOG_LEVEL", "info", "pino level", /^(fatal|error|warn|info|debug|trace|silent)$/),
+  logContext: bool(
+    "LOG_CONTEXT",
+    false,
+    "every log line written while serving a request or job carries its request_id (a job's also job_id and queue), through Node's AsyncLocalStorage, whose promise hooks cost about a sixth of an execute's CPU on Node 20; always on while tracing is on (docs/operations.md \"Traces and request ids\")",
+  ),
   executeSyncWaitMs: int(
     "EXECUTE_SYNC_WAIT_MS",
     10000,

@@ -185,17 +185,21 @@ export function timedWatch(
   return { watch: { ended, cancel: () => settle(false) }, settle };
 }
 
-/** Adds a job whose id is the row id it acts on, with the trace context and request id of its cause. */
+/**
+ * Adds a job whose id is the row id it acts on, with the trace context and request id of its cause (the
+ * one given, else the log scope's: shared/log.ts).
+ */
 export async function enqueue<Q extends QueueName>(
   name: Q,
   jobId: string,
   payload: QueuePayload<Q>,
+  requestId?: string,
 ): Promise<Job> {
   return inSpan(
     `enqueue ${name}`,
     { kind: SpanKind.PRODUCER, attributes: { "messaging.destination.name": name } },
     () => {
-      const meta = jobMeta();
+      const meta = jobMeta(requestId);
       return getQueue(name).add(name, meta ? { ...payload, meta } : payload, { jobId });
     },
   );

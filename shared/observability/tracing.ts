@@ -13,7 +13,7 @@ import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BatchSpanProcessor, NodeTracerProvider, type SpanProcessor } from "@opentelemetry/sdk-trace-node";
 import { getConfig } from "../config.js";
-import { currentRequestId, logger, withLogScope } from "../log.js";
+import { currentRequestId, logContextForTracing, logger, withLogScope } from "../log.js";
 
 // OpenTelemetry traces (docs/operations.md "Traces"): off unless OTEL_EXPORTER_OTLP_ENDPOINT is set,
 // then exported over OTLP/HTTP. One trace follows a call from the API through the queue (the W3C
@@ -38,6 +38,7 @@ export function startTracing(serviceName: string, processors?: SpanProcessor[]):
     ],
   });
   provider.register();
+  logContextForTracing(true);
   logger().info({ service: serviceName, endpoint }, "tracing on");
   return true;
 }
@@ -47,6 +48,7 @@ export async function stopTracing(): Promise<void> {
   const p = provider;
   provider = undefined;
   if (!p) return;
+  logContextForTracing(false);
   await p.shutdown();
   trace.disable();
   propagation.disable();
@@ -106,9 +108,14 @@ export async function inSpan<T>(
   );
 }
 
-/** What an enqueued job carries besides its payload: the trace context and the request id that caused it. */
-export function jobMeta(): { traceparent?: string; tracestate?: string; request_id?: string } | undefined {
-  const meta = { ...traceHeaders(), ...(currentRequestId() ? { request_id: currentRequestId() } : {}) };
+/**
+ * What an enqueued job carries besides its payload: the trace context and the request id that caused
+ * it (the one given, else the log scope's).
+ */
+export function jobMeta(
+  requestId = currentRequestId(),
+): { traceparent?: string; tracestate?: string; request_id?: string } | undefined {
+  const meta = { ...traceHeaders(), ...(requestId ? { request_id: requestId } : {}) };
   return Object.keys(meta).length ? meta : undefined;
 }
 
@@ -142,7 +149,15 @@ export function tracedProcessor<J extends TracedJob, R>(
         async () => {
           const started = performance.now();
           const result = await processor(job, token);
-          logger().debug({ ms: Math.round(performance.now() - started) }, "job done");
+          logger().debug(
+            {
+              request_id: meta.request_id,
+              job_id: job.id,
+              queue,
+              ms: Math.round(performance.now() - started),
+            },
+            "job done",
+          );
           return result;
         },
       ),

@@ -518,7 +518,7 @@ async function enqueueExecution(invocationId: string, requestId?: string): Promi
   try {
     const waitMs = getConfig().executeSyncWaitMs;
     if (waitMs > 0) watch = await watchJob("executions", invocationId, waitMs);
-    await enqueue("executions", invocationId, { invocation_id: invocationId });
+    await enqueue("executions", invocationId, { invocation_id: invocationId }, requestId);
     markJobSent("executions", invocationId);
     return watch;
   } catch (err) {

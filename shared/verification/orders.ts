@@ -153,7 +153,7 @@ async function submitOrder(
 /** Enqueues a committed order's probe; when Redis fails the outbox sweeper sends it later. */
 export async function enqueueProbe(orderId: string, requestId: string | null): Promise<void> {
   try {
-    await enqueue("verification-probes", orderId, { order_id: orderId });
+    await enqueue("verification-probes", orderId, { order_id: orderId }, requestId ?? undefined);
     markJobSent("verification-probes", orderId);
   } catch (err) {
     logger().warn(

@@ -235,7 +235,7 @@ async function decide(
   if (!decided) throw notPending(await visibleApproval(principal, approvalId));
   if (decision === "approved") {
     try {
-      await enqueue("executions", decided.invocation_id, { invocation_id: decided.invocation_id });
+      await enqueue("executions", decided.invocation_id, { invocation_id: decided.invocation_id }, requestId);
       markJobSent("executions", decided.invocation_id);
     } catch (err) {
       logger().warn(
