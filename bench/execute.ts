@@ -5,7 +5,15 @@ import { freePort } from "../shared/infra/free-port.js";
 import { findProfile, monotonicMicros, summariseProfile } from "./execute/cpu-profile.js";
 import { PAID_PRICE_USDC, retirePaidListings, setUpPaid } from "./execute/paid.js";
 import { type Peer, preflightPeer, startPeer } from "./execute/peer.js";
-import { type Group, type Pair, printRatios, printResults, type Result } from "./execute/report.js";
+import {
+  type Group,
+  type InterleavedRound,
+  type Pair,
+  printInterleaved,
+  printRatios,
+  printResults,
+  type Result,
+} from "./execute/report.js";
 import { countRoundTrips } from "./execute/round-trips.js";
 import { runFallbackBench } from "./fallback.js";
 import {
@@ -46,7 +54,8 @@ import {
  *
  * BENCH_SECONDS (default 10) per run; BENCH_DATABASE / BENCH_QUEUE_PREFIX (default agentmarket_bench,
  * {ambench}) place it beside another checkout's run; BENCH_SKIP_THROUGHPUT=1 runs only the fallback scenario;
- * BENCH_ROUND_TRIPS=0 skips the counting; BENCH_CPU_PROFILE=1 profiles the service under the free execute
+ * BENCH_ROUND_TRIPS=0 skips the counting; BENCH_PEER_ROUNDS (default 3) more rounds of the free execute and
+ * the peer, interleaved; BENCH_CPU_PROFILE=1 profiles the service under the free execute
  * alone (the paid one with BENCH_PROFILE_PAID=1), at c=32 or BENCH_PROFILE_CONNECTIONS
  * (bench/execute/cpu-profile.ts).
  */
@@ -58,6 +67,8 @@ const CPU_PROFILE = process.env.BENCH_CPU_PROFILE === "1";
 const PROFILE_CONNECTIONS = Number(process.env.BENCH_PROFILE_CONNECTIONS ?? 32);
 const PROFILE_PAID = process.env.BENCH_PROFILE_PAID === "1";
 const CONNECTIONS = [1, 32] as const;
+/** More rounds of the free execute against the peer, interleaved (measureInterleaved). */
+const PEER_ROUNDS = Number(process.env.BENCH_PEER_ROUNDS ?? 3);
 const WARM_UP_REQUESTS = 200;
 /** Free executes run on the paid rows' service before its own warm-up. */
 const PAID_SERVICE_WARM_UP = 2000;
@@ -79,6 +90,44 @@ async function measureAll(specs: readonly EchoSpec[], groups: Record<Group, numb
   }
   log();
   return results;
+}
+
+/**
+ * BENCH_PEER_ROUNDS more rounds of the peer and the free execute, each at c=1 (with both direct calls,
+ * for the overheads) and at c=32, the side that runs first alternating: on a machine whose speed drifts
+ * within a run, a ratio of two runs minutes apart measures the drift as much as the code.
+ */
+async function measureInterleaved(
+  peer: { direct: EchoSpec; routed: EchoSpec },
+  ours: { direct: EchoSpec; routed: EchoSpec },
+  groups: Record<Group, number[]>,
+): Promise<InterleavedRound[]> {
+  const rounds: InterleavedRound[] = [];
+  const run = (spec: EchoSpec, connections: number) => {
+    log(`measuring ${spec.scenario} at c=${connections} for ${SECONDS} s (round ${rounds.length + 1})…`);
+    return measureGroups({ ...spec, connections, seconds: SECONDS }, groups);
+  };
+  for (let i = 0; i < PEER_ROUNDS; i++) {
+    const first = i % 2 === 0 ? "ours" : "peer";
+    const sides = first === "ours" ? [ours, peer] : [peer, ours];
+    const one = [];
+    for (const side of sides) one.push(await run(side.direct, 1), await run(side.routed, 1));
+    const many = [];
+    for (const side of sides) many.push(await run(side.routed, 32));
+    const [a, b] = first === "ours" ? [0, 2] : [2, 0];
+    const [a32, b32] = first === "ours" ? [0, 1] : [1, 0];
+    rounds.push({
+      first,
+      oursDirect: one[a]!,
+      oursRouted: one[a + 1]!,
+      peerDirect: one[b]!,
+      peerRouted: one[b + 1]!,
+      oursRouted32: many[a32]!,
+      peerRouted32: many[b32]!,
+    });
+  }
+  log();
+  return rounds;
 }
 
 async function startBenchService(env: Record<string, string>, nodeArgs: string[] = []): Promise<Service> {
@@ -130,6 +179,8 @@ async function runProfile(env: Record<string, string>): Promise<void> {
 
 async function run(): Promise<void> {
   if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
+  if (!Number.isInteger(PEER_ROUNDS) || PEER_ROUNDS < 0)
+    throw new Error("BENCH_PEER_ROUNDS must be a whole number, 0 or more");
   // Its own database and queue prefix when asked, to run beside another checkout's bench:execute.
   const infra = await resolveInfra(process.env, {
     database: process.env.BENCH_DATABASE ?? "agentmarket_bench",
@@ -162,6 +213,7 @@ async function run(): Promise<void> {
     if (databaseUrl) await vacuumAnalyzeDatabase(databaseUrl);
     const groups = { service: [service.pid], upstream: [peer.upstream.pid], portkey: [peer.portkey.pid] };
     const results = await measureAll([peer.direct, peer.routed, direct, execute], groups);
+    const interleaved = await measureInterleaved(peer, { direct, routed: execute }, groups);
 
     let paid: Awaited<ReturnType<typeof setUpPaid>> | undefined;
     if (databaseUrl) {
@@ -190,7 +242,15 @@ async function run(): Promise<void> {
           "the bench does not know with the embedded PostgreSQL (set BENCH_DATABASE_URL)",
       );
     printResults(results);
-    if (results.map((m) => reportFailures(m)).some(Boolean)) {
+    const roundResults = interleaved.flatMap((r) => [
+      r.peerDirect,
+      r.peerRouted,
+      r.oursDirect,
+      r.oursRouted,
+      r.peerRouted32,
+      r.oursRouted32,
+    ]);
+    if ([...results, ...roundResults].map((m) => reportFailures(m)).some(Boolean)) {
       loud("THIS BENCHMARK SAW ERRORS: the numbers above do not describe healthy services.");
       log();
     }
@@ -201,6 +261,7 @@ async function run(): Promise<void> {
       { name: "Portkey", direct: peer.direct.scenario, routed: peer.routed.scenario },
       pairs,
     );
+    printInterleaved(interleaved);
 
     if (COUNT_ROUND_TRIPS && databaseUrl) {
       if (infra.env.REDIS_URL) await drainExecutions(infra.env);

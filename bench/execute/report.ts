@@ -120,3 +120,80 @@ export function printRatios(results: readonly Result[], peer: Pair, ours: readon
   }
   log();
 }
+
+/** One interleaved round of the free execute against the peer (measureInterleaved in execute.ts). */
+export interface InterleavedRound {
+  /** Which side ran first in this round. */
+  first: "ours" | "peer";
+  /** c=1: the peer's direct and routed calls, ours. */
+  peerDirect: Result;
+  peerRouted: Result;
+  oursDirect: Result;
+  oursRouted: Result;
+  /** c=32: the routed calls. */
+  peerRouted32: Result;
+  oursRouted32: Result;
+}
+
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+/** Each round's overhead and throughput ratios, and their medians. */
+export function printInterleaved(rounds: readonly InterleavedRound[]): void {
+  if (rounds.length === 0) return;
+  const rows = rounds.map((r) => {
+    const ours = r.oursRouted.p50Ms - r.oursDirect.p50Ms;
+    const peer = r.peerRouted.p50Ms - r.peerDirect.p50Ms;
+    return {
+      first: r.first,
+      ours,
+      peer,
+      overheadRatio: ours / peer,
+      p99: r.oursRouted.p99Ms,
+      rate: r.oursRouted32.okPerSecond,
+      peerRate: r.peerRouted32.okPerSecond,
+      rateRatio: r.oursRouted32.okPerSecond / r.peerRouted32.okPerSecond,
+    };
+  });
+  log(
+    `Free execute against the peer, interleaved: ${rounds.length} more rounds, each side in turn first ` +
+      "(the machine's speed drifts within a run; a pair measured back to back shares its phase)",
+  );
+  log(
+    table(
+      [
+        "round",
+        "first",
+        "overhead ours / Portkey ms",
+        "ratio",
+        "p99 c=1 ms",
+        "c=32 ours / Portkey /s",
+        "ratio",
+      ],
+      [
+        ...rows.map((r, i) => [
+          String(i + 1),
+          r.first,
+          `${fixed(r.ours)} / ${fixed(r.peer)}`,
+          `${fixed(r.overheadRatio, 1)}×`,
+          fixed(r.p99),
+          `${fixed(r.rate, 0)} / ${fixed(r.peerRate, 0)}`,
+          `${fixed(r.rateRatio, 2)}×`,
+        ]),
+        [
+          "median",
+          "",
+          `${fixed(median(rows.map((r) => r.ours)))} / ${fixed(median(rows.map((r) => r.peer)))}`,
+          `${fixed(median(rows.map((r) => r.overheadRatio)), 1)}×`,
+          fixed(median(rows.map((r) => r.p99))),
+          `${fixed(median(rows.map((r) => r.rate)), 0)} / ${fixed(median(rows.map((r) => r.peerRate)), 0)}`,
+          `${fixed(median(rows.map((r) => r.rateRatio)), 2)}×`,
+        ],
+      ],
+    ),
+  );
+  log();
+}
