@@ -69,7 +69,13 @@ const PROFILE_PAID = process.env.BENCH_PROFILE_PAID === "1";
 const CONNECTIONS = [1, 32] as const;
 /** More rounds of the free execute against the peer, interleaved (measureInterleaved). */
 const PEER_ROUNDS = Number(process.env.BENCH_PEER_ROUNDS ?? 3);
-const WARM_UP_REQUESTS = 200;
+/**
+ * Per scenario, at c=4, before any is measured. V8 moves a function to its optimising compiler only
+ * after thousands of calls, and an execute runs far more of them than a proxied request: with 200 the
+ * first c=1 row measured part of the service's warm-up (p99 13–16 ms there, 6.5–8.4 ms in the same
+ * run's interleaved rounds). The peer gets the same.
+ */
+const WARM_UP_REQUESTS = 2000;
 /** Free executes run on the paid rows' service before its own warm-up. */
 const PAID_SERVICE_WARM_UP = 2000;
 const HEALTH_TIMEOUT_MS = 90_000;

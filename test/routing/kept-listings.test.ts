@@ -70,6 +70,34 @@ describe("an execute on kept listings", () => {
     expect(rows.map((r) => r.listing_id).sort()).toEqual([a.id, a.id, b.id].sort());
   });
 
+  it("rolls back a keyed execute's transaction when the catalog moved, and replays its key after", async () => {
+    const t = task();
+    const a = await buildListing({
+      endpointUrl: await seller("a"),
+      tags: [t],
+      verificationStatus: "verified",
+    });
+    const b = await buildListing({ endpointUrl: await seller("b"), tags: [t] });
+    expect((await execute(t)).body.provider.listing_id).toBe(a.id);
+    expect(readTaskListings(t).generation).toBeDefined();
+    await db()("listings").where({ id: a.id }).update({ status: "retired" });
+    const key = `kept-${randomBytes(6).toString("hex")}`;
+    const keyed = () =>
+      api("POST", "/api/execute", {
+        key: buyer.apiKey,
+        body: { task: t, input: {} },
+        headers: { "x-idempotency-key": key },
+      });
+    const first = await keyed();
+    expect(first.status).toBe(200);
+    expect(first.body.provider.listing_id).toBe(b.id);
+    const again = await keyed();
+    expect(again.body.invocation_id).toBe(first.body.invocation_id);
+    expect(await db()("invocations").where({ task: t, listing_id: b.id }).count({ n: "*" })).toEqual([
+      { n: "1" },
+    ]);
+  });
+
   it("checks input against a schema changed behind its back, its version unchanged", async () => {
     const t = task();
     const listing = await buildListing({ endpointUrl: await seller("s"), tags: [t] });
