@@ -134,7 +134,7 @@ const remembered = new Map<string, Remembered>();
  * POST /api/execute starts it while the key is looked up (RouteDef.prefetch) and hands it to
  * rankCandidates. A task read before answers from the copy of that read, with its catalog generation
  * (TaskRead.generation): a retired or repriced listing still binds at once, since the creating insert
- * proves the generation and a moved catalog sends the execute back here with fresh (docs/architecture.md
+ * proves the generation and a moved catalog sends the execute back here for a fresh read (docs/architecture.md
  * "Caches that are proved"). The circuits of the listings the task had last time are read at the same
  * time (Redis beside PostgreSQL, not after it); ranking reads those of any listing that has joined
  * since (circuitsOf).

@@ -138,7 +138,7 @@ export async function submitExecution(
     throw error;
   }
   try {
-    return await createInvocation(principal, { ...work, catalogAt: generation }, requestId);
+    return await createInvocation(principal, { ...work, kept: generation }, requestId);
   } catch (error) {
     if (error instanceof CatalogMoved) return again();
     throw error;
@@ -171,7 +171,6 @@ async function rankedWork(principal: Principal, req: ExecuteRequest): Promise<Ne
     task: req.task,
     input: req.input,
     listing: chosen.listing,
-    candidateIds: candidates.map((c) => c.listing.id),
     candidateListings: candidates.map((c) => c.listing),
     holdMicros: highestPrice(candidates.map((c) => c.listing)),
     selection: {
@@ -299,7 +298,7 @@ async function submitLocked(
       task: how.quote?.task ?? listing.slug,
       input: req.input,
       listing,
-      candidateIds: [listing.id],
+      candidateListings: [listing],
       holdMicros: price,
       priceMicros: price,
       quote: how.quote,
@@ -318,9 +317,8 @@ interface NewWork {
   task: string;
   input: Record<string, unknown>;
   listing: ListingRow;
-  candidateIds: string[];
-  /** The candidates' rows, in rank order, when ranked (what a claim on a kept copy calls). */
-  candidateListings?: ListingRow[];
+  /** The candidates' rows, in rank order (what the claim calls when they are a proved copy). */
+  candidateListings: ListingRow[];
   /** What to hold from the buyer: the highest candidate price (0 for free work). */
   holdMicros: bigint;
   /** The price recorded on the invocation: the quote's when one is paid, else the chosen listing's. */
@@ -336,7 +334,7 @@ interface NewWork {
    * The catalog generation the listings were read at, when they are a kept copy: the insert writes
    * nothing unless the catalog is still at it, and CatalogMoved is thrown instead.
    */
-  catalogAt?: string;
+  kept?: string;
 }
 
 /** The catalog moved since the kept listings an execute acted on were read: nothing was written. */
@@ -382,7 +380,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     price_micros: work.priceMicros ?? micros(work.listing.price_micros),
     hold_micros: work.holdMicros,
     quote_id: work.quote?.id ?? null,
-    candidate_ids: work.candidateIds,
+    candidate_ids: work.candidateListings.map((l) => l.id),
     selection: work.selection,
   };
   const paid = work.holdMicros > 0n;
@@ -391,17 +389,16 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   const awaiting = limited && needsApproval(principal.policy, work.holdMicros);
   // A run in this process is claimed by the insert itself (runs-here.ts): its slot is taken first.
   // An approval is written without the catalog's proof: it is never made on a kept copy.
-  if (awaiting && work.catalogAt) throw new CatalogMoved();
+  if (awaiting && work.kept) throw new CatalogMoved();
   const slot = awaiting ? undefined : reserveRunHere();
   const transaction = Boolean(key || paid || work.quote);
   // Free unkeyed work claimed here asks the first candidate's call gate while the insert is written: the
   // two round trips overlap. Not for a transaction, which may yet replay a key or refuse a quote.
   const early = slot && !transaction ? openEarlyGate(work.listing) : undefined;
   let claim: RunClaim | undefined;
-  const guard = work.catalogAt ? catalogUnmoved(work.catalogAt) : undefined;
+  const guard = work.kept ? catalogUnmoved(work.kept) : undefined;
   // A proved copy's candidates are what the claim would read: it is spared reading them again.
-  const proved = guard &&
-    work.candidateListings && { guard, candidates: work.candidateListings.map(callTargetOf) };
+  const proved = guard && { guard, candidates: work.candidateListings.map(callTargetOf) };
   const insert = async (q: Db): Promise<InvocationRow> => {
     if (slot) claim = await insertClaimedInvocation(q, row, "executions", RUN_TIMING, proved);
     const inserted = slot ? claim?.invocation : await insertInvocationWithJob(q, row, "executions", guard);
