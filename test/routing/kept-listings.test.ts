@@ -42,18 +42,20 @@ async function seller(from: string): Promise<string> {
 const execute = (t: string, input: Record<string, unknown> = {}) =>
   api("POST", "/api/execute", { key: buyer.apiKey, body: { task: t, input } });
 
+/** A task with a verified listing a and a plain listing b, executed once (served by a, and kept). */
+async function twoListingsServedByA() {
+  const t = task();
+  const a = await buildListing({ endpointUrl: await seller("a"), tags: [t], verificationStatus: "verified" });
+  const b = await buildListing({ endpointUrl: await seller("b"), tags: [t] });
+  expect((await execute(t)).body.provider.listing_id).toBe(a.id);
+  return { t, a, b };
+}
+
 const generation = async (): Promise<bigint> => BigInt((await db()("catalog_generation").first()).generation);
 
 describe("an execute on kept listings", () => {
   it("routes from the copy while the catalog stands, and past a listing retired behind its back", async () => {
-    const t = task();
-    const a = await buildListing({
-      endpointUrl: await seller("a"),
-      tags: [t],
-      verificationStatus: "verified",
-    });
-    const b = await buildListing({ endpointUrl: await seller("b"), tags: [t] });
-    expect((await execute(t)).body.provider.listing_id).toBe(a.id);
+    const { t, a, b } = await twoListingsServedByA();
     // The read that execute made is kept, with the generation it was read at.
     const kept = readTaskListings(t);
     expect(kept.generation).toBe((await generation()).toString());
@@ -71,14 +73,7 @@ describe("an execute on kept listings", () => {
   });
 
   it("rolls back a keyed execute's transaction when the catalog moved, and replays its key after", async () => {
-    const t = task();
-    const a = await buildListing({
-      endpointUrl: await seller("a"),
-      tags: [t],
-      verificationStatus: "verified",
-    });
-    const b = await buildListing({ endpointUrl: await seller("b"), tags: [t] });
-    expect((await execute(t)).body.provider.listing_id).toBe(a.id);
+    const { t, a, b } = await twoListingsServedByA();
     expect(readTaskListings(t).generation).toBeDefined();
     await db()("listings").where({ id: a.id }).update({ status: "retired" });
     const key = `kept-${randomBytes(6).toString("hex")}`;
