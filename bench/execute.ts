@@ -115,21 +115,21 @@ async function measureInterleaved(
   };
   for (let i = 0; i < PEER_ROUNDS; i++) {
     const first = i % 2 === 0 ? "ours" : "peer";
-    const sides = first === "ours" ? [ours, peer] : [peer, ours];
-    const one = [];
-    for (const side of sides) one.push(await run(side.direct, 1), await run(side.routed, 1));
-    const many = [];
-    for (const side of sides) many.push(await run(side.routed, 32));
-    const [a, b] = first === "ours" ? [0, 2] : [2, 0];
-    const [a32, b32] = first === "ours" ? [0, 1] : [1, 0];
+    const order = first === "ours" ? (["ours", "peer"] as const) : (["peer", "ours"] as const);
+    const specs = { ours, peer };
+    const c1: Partial<Record<"ours" | "peer", { direct: Result; routed: Result }>> = {};
+    for (const side of order)
+      c1[side] = { direct: await run(specs[side].direct, 1), routed: await run(specs[side].routed, 1) };
+    const c32: Partial<Record<"ours" | "peer", Result>> = {};
+    for (const side of order) c32[side] = await run(specs[side].routed, 32);
     rounds.push({
       first,
-      oursDirect: one[a]!,
-      oursRouted: one[a + 1]!,
-      peerDirect: one[b]!,
-      peerRouted: one[b + 1]!,
-      oursRouted32: many[a32]!,
-      peerRouted32: many[b32]!,
+      oursDirect: c1.ours!.direct,
+      oursRouted: c1.ours!.routed,
+      peerDirect: c1.peer!.direct,
+      peerRouted: c1.peer!.routed,
+      oursRouted32: c32.ours!,
+      peerRouted32: c32.peer!,
     });
   }
   log();

@@ -119,6 +119,12 @@ export const NOW = Symbol("CURRENT_TIMESTAMP");
 
 const insertTexts = new Map<string, string>();
 
+/** A boolean SQL expression with its own `?` bindings: what a guarded insert must find true. */
+export interface InsertGuard {
+  sql: string;
+  bindings: Knex.RawBinding[];
+}
+
 /**
  * What `q(table).insert(row).returning("*").toSQL()` gives, for a hot insert: the same text (so the same
  * prepared statement) and bindings, without building and compiling a knex query on every call (~4 % of
@@ -133,7 +139,7 @@ const insertTexts = new Map<string, string>();
 export function insertReturningAll(
   table: string,
   row: Record<string, unknown>,
-  guard?: { sql: string; bindings: Knex.RawBinding[] },
+  guard?: InsertGuard,
 ): { sql: string; bindings: Knex.RawBinding[] } {
   const columns = Object.keys(row).sort();
   const bindings: Knex.RawBinding[] = [];

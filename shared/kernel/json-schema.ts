@@ -101,12 +101,12 @@ const MAX_REPORTED = 3;
  * from the provider, and the bad output must not reach the buyer, not even through an error message.
  */
 export function outputSchemaViolations(
-  listing: { id: string; output_schema: Record<string, unknown> },
+  outputSchema: Record<string, unknown>,
   output: unknown,
 ): string[] | null {
   let validate: ValidateFunction;
   try {
-    validate = outputSchemas.get(listing.output_schema);
+    validate = outputSchemas.get(outputSchema);
   } catch {
     return ["the listing's output_schema does not compile, so no output can be accepted"];
   }

@@ -131,10 +131,7 @@ export async function callProvider(
     output = (parsed as { output: unknown }).output;
   }
   if (listing.output_schema) {
-    const violations = outputSchemaViolations(
-      { id: listing.id, output_schema: listing.output_schema },
-      output,
-    );
+    const violations = outputSchemaViolations(listing.output_schema, output);
     if (violations) {
       const message = `provider output does not match the listing's output_schema: ${violations.join("; ")}`;
       return failure("PROVIDER_FAILED", message, status, latencyMs);

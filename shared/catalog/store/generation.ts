@@ -1,4 +1,4 @@
-import type { Knex } from "knex";
+import type { InsertGuard } from "../../db/prepared.js";
 
 // The catalog's generation (migration 20261129000100): a number that moves, in the writer's transaction,
 // whenever any listing is written (last_success_at alone excepted). Listings read in a snapshot of
@@ -13,6 +13,6 @@ export const CATALOG_GENERATION_SQL = "select generation from catalog_generation
  * A guard for a write that acts on listings read at `generation`: true only while no listing has been
  * written since. Its one binding is the generation (decimal text).
  */
-export function catalogUnmoved(generation: string): { sql: string; bindings: Knex.RawBinding[] } {
+export function catalogUnmoved(generation: string): InsertGuard {
   return { sql: `(${CATALOG_GENERATION_SQL}) = ?::bigint`, bindings: [generation] };
 }

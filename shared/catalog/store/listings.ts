@@ -87,7 +87,7 @@ export async function findActiveByTaskAlias(
   task: string,
   options: { tumblerOnly?: boolean } = {},
 ): Promise<ListingRow[]> {
-  return (await preparedRaw(q, taskAliasSql(false), taskAliasBindings(task, options))).rows as ListingRow[];
+  return (await preparedRaw(q, TASK_ALIAS_SQL.plain, taskAliasBindings(task, options))).rows as ListingRow[];
 }
 
 /** A task's listings and the catalog generation of the snapshot they were read in (generation.ts). */
@@ -99,23 +99,19 @@ export interface TaskListings {
 
 /** findActiveByTaskAlias, with the catalog generation read in the same statement (the same snapshot). */
 export async function findActiveByTaskAliasAt(q: Db, task: string): Promise<TaskListings> {
-  const result = await preparedRaw(q, taskAliasSql(true), taskAliasBindings(task, {}));
+  const result = await preparedRaw(q, TASK_ALIAS_SQL.withGeneration, taskAliasBindings(task, {}));
   const rows = result.rows as (ListingRow & { catalog_generation?: string })[];
   const generation = rows[0]?.catalog_generation ?? null;
   // Kept off the rows, which other code may show whole: a new object per row, in one shape.
   return { rows: rows.map(({ catalog_generation: _, ...row }) => row as ListingRow), generation };
 }
 
-const aliasTexts = new Map<boolean, string>();
-
 // Every execute reads this: one fixed text per form, a named prepared statement (shared/db/prepared.ts).
 // The tool filter is withoutUnavailableTools' as an array parameter. A broad alias (a category) matches
 // thousands of listings: they are ranked on narrow rows and only the ten chosen are read in full.
 function taskAliasSql(withGeneration: boolean): string {
-  let sql = aliasTexts.get(withGeneration);
-  if (!sql) {
-    const generation = withGeneration ? `, (${CATALOG_GENERATION_SQL})::text as catalog_generation` : "";
-    sql = `with top as (
+  const generation = withGeneration ? `, (${CATALOG_GENERATION_SQL})::text as catalog_generation` : "";
+  return `with top as (
        select id, (slug = ?) as exact, price_micros, created_at from listings
         where status = 'active' and (not ?::boolean or tumbler_enabled)
           and (tool_id is null or tool_id = any(?::text[]))
@@ -125,9 +121,6 @@ function taskAliasSql(withGeneration: boolean): string {
      )
      select ${LISTING_COLUMNS}${generation} from top join listings on listings.id = top.id
       order by top.exact desc, top.price_micros asc, top.created_at asc`;
-    aliasTexts.set(withGeneration, sql);
-  }
-  return sql;
 }
 
 function taskAliasBindings(task: string, options: { tumblerOnly?: boolean }): Knex.RawBinding[] {
@@ -309,6 +302,9 @@ const COLUMN_NAMES = [
 
 /** Every listing column but the generated search vector (never sent to Node), table-qualified. */
 export const LISTING_COLUMNS = COLUMN_NAMES.map((c) => `listings.${c}`).join(", ");
+
+/** The task-alias read's two texts: alone, and with the catalog generation of its snapshot. */
+const TASK_ALIAS_SQL = { plain: taskAliasSql(false), withGeneration: taskAliasSql(true) };
 
 export function listingColumns(q: Db): Knex.Raw {
   return q.raw(LISTING_COLUMNS);

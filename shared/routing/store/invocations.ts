@@ -1,7 +1,6 @@
-import type { Knex } from "knex";
 import type { ListingRow } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
-import { insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
+import { type InsertGuard, insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
 
 /** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
 export type InvocationStatus = "awaiting_approval" | "queued" | "running" | "succeeded" | "failed";
@@ -101,12 +100,6 @@ const JOB_CTE = `job as (
        insert into job_outbox (queue, job_id, payload)
        select ?, inv.id::text, jsonb_build_object('invocation_id', inv.id) from inv
      )`;
-
-/**
- * A condition the creating insert must find true, or it writes nothing (the catalog's generation, for
- * an execute ranked on kept listings: catalogUnmoved).
- */
-export type InsertGuard = { sql: string; bindings: Knex.RawBinding[] };
 
 /**
  * Inserts an invocation and its outbox row (job id = invocation id) in one statement: atomic without
@@ -493,19 +486,16 @@ export interface SuccessRecord {
   proveListing: boolean;
 }
 
-const successTexts = new Map<boolean, string>();
-
+/** recordSuccess's two texts, without and with the runtime proof's update. */
 function successSql(proveListing: boolean): string {
-  let sql = successTexts.get(proveListing);
-  if (!sql) {
-    const proof = proveListing
-      ? `, proof as (
+  const proof = proveListing
+    ? `, proof as (
        update listings set last_success_at = now()
         where id = ? and exists (select 1 from inv)
           and (last_success_at is null or last_success_at < now() - interval '1 minute')
      )`
-      : "";
-    sql = `with att as (
+    : "";
+  return `with att as (
        update invocation_attempts
           set status = 'succeeded', http_status = ?, latency_ms = ?, finished_at = now()
         where id = ? and status = 'running'
@@ -526,10 +516,8 @@ function successSql(proveListing: boolean): string {
             ?::int as served_latency_ms
        from inv cross join rec
        left join listings l on l.id = inv.served_listing_id`;
-    successTexts.set(proveListing, sql);
-  }
-  return sql;
 }
+const SUCCESS_SQL = { plain: successSql(false), proving: successSql(true) };
 
 /**
  * Records a successful call in one atomic statement: the attempt (only if still running), the
@@ -540,7 +528,7 @@ function successSql(proveListing: boolean): string {
  * ended it.
  */
 export async function recordSuccess(q: Db, s: SuccessRecord): Promise<InvocationSummary | undefined> {
-  const result = await preparedRaw(q, successSql(s.proveListing), [
+  const result = await preparedRaw(q, s.proveListing ? SUCCESS_SQL.proving : SUCCESS_SQL.plain, [
     s.httpStatus,
     s.latencyMs,
     s.attemptId,

@@ -83,10 +83,7 @@ export async function probeHttpJson(target: ProbeTarget): Promise<ProbeResult> {
         ? (parsed as { output: unknown }).output
         : parsed;
     const violations = isJson
-      ? outputSchemaViolations(
-          { id: target.outputSchema.listingId, output_schema: target.outputSchema.schema },
-          output,
-        )
+      ? outputSchemaViolations(target.outputSchema.schema, output)
       : ["the body is not JSON"];
     schemaOk = violations === null;
     checks.push({
