@@ -60,6 +60,29 @@ export const dbStatements = new Counter({
   registers: [registry],
 });
 
+/**
+ * Group commits (shared/db/group-commit.ts): statements sent by each and the rows they carried, so that
+ * rows / statements is the mean group size under the load of the moment.
+ */
+export const groupCommitStatements = new Counter({
+  name: "agentmarket_db_group_commit_statements_total",
+  help: "Statements sent by a group commit (a lone write counts as one statement of one row)",
+  labelNames: ["group"],
+  registers: [registry],
+});
+export const groupCommitRows = new Counter({
+  name: "agentmarket_db_group_commit_rows_total",
+  help: "Rows written by a group commit's statements",
+  labelNames: ["group"],
+  registers: [registry],
+});
+export const groupCommitSplits = new Counter({
+  name: "agentmarket_db_group_commit_splits_total",
+  help: "Grouped statements that failed and whose rows were sent again one by one",
+  labelNames: ["group"],
+  registers: [registry],
+});
+
 /** Times a worker's finished jobs (a job moved back to delayed to wait is neither). */
 export function observeJobs(worker: {
   name: string;

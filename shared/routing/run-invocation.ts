@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
+import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { db } from "../db/knex.js";
 import { returnDailySpend, settleDailySpend } from "../identity/index.js";
 import { micros } from "../kernel/money.js";
@@ -20,9 +21,12 @@ import {
   finishAttempt,
   finishInvocation,
   type InvocationError,
+  type InvocationSummary,
   insertAttempt,
   type RunClaim,
   recordSuccess,
+  recordSuccesses,
+  type SuccessRecord,
 } from "./store/invocations.js";
 
 // Running one invocation to its end, as the executions worker does for each job (docs/routing.md): the
@@ -106,6 +110,12 @@ export async function failInvocation(
   return finished ? "failed" : "already_finished";
 }
 
+/** Free successes, grouped when they arrive together (group-commit.ts): each is final on its own. */
+const freeSuccesses = new GroupCommit<SuccessRecord, InvocationSummary | undefined>(
+  { one: (s) => recordSuccess(db(), s), many: (records) => recordSuccesses(db(), records) },
+  { ...HOT_PATH_GROUPS, name: "free_successes" },
+);
+
 /**
  * Records a successful call: the attempt, outcome and receipt in one statement; for paid work, in the
  * same transaction, the capture of the serving listing's price and the evidence rows.
@@ -135,7 +145,7 @@ async function succeed(
   const held = micros(invocation.hold_micros);
   if (invocation.route !== "x402" && held === 0n) {
     // Free work: one autocommitted statement, whose summary is final and may answer a local waiter.
-    const summary = await recordSuccess(db(), record);
+    const summary = await freeSuccesses.write(record);
     recorded(summary?.receipt_id);
     if (!summary) return "already_finished";
     offerCompletion(summary);

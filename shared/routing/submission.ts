@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { catalogUnmoved, checkListingInput, type ListingRow, requireListing } from "../catalog/index.js";
 import { getConfig } from "../config.js";
+import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { type Db, db } from "../db/knex.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import {
@@ -46,8 +47,10 @@ import {
   type InvocationRow,
   type InvocationSummary,
   insertClaimedInvocation,
+  insertClaimedInvocations,
   insertInvocationWithJob,
   type NewInvocation,
+  type ProvedClaim,
   type RunClaim,
 } from "./store/invocations.js";
 import { findQuote, type QuoteRow, useQuote } from "./store/quotes.js";
@@ -355,6 +358,18 @@ function highestPrice(listings: ListingRow[]): bigint {
 }
 
 /**
+ * Claims of free, unkeyed runs on proved copies, grouped when they arrive together (group-commit.ts):
+ * the commonest write of a busy execute path.
+ */
+const provedClaims = new GroupCommit<ProvedClaim, RunClaim | undefined>(
+  {
+    one: (c) => insertClaimedInvocation(db(), c.row, "executions", RUN_TIMING, c.proved),
+    many: (claims) => insertClaimedInvocations(db(), claims, "executions", RUN_TIMING),
+  },
+  { ...HOT_PATH_GROUPS, name: "proved_claims" },
+);
+
+/**
  * Commits the invocation and its outbox row — with the idempotency claim and, for paid work, the
  * custody check, the ledger hold with its authorization evidence and the key's daily reservation, all in
  * one transaction — then hands it over to be run: here, claimed by that insert (runs-here.ts), or
@@ -398,9 +413,16 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   let claim: RunClaim | undefined;
   const guard = work.kept ? catalogUnmoved(work.kept) : undefined;
   // A proved copy's candidates are what the claim would read: it is spared reading them again.
-  const proved = guard && { guard, candidates: work.candidateListings.map(callTargetOf) };
-  const insert = async (q: Db): Promise<InvocationRow> => {
-    if (slot) claim = await insertClaimedInvocation(q, row, "executions", RUN_TIMING, proved);
+  const proved = work.kept
+    ? { generation: work.kept, candidates: work.candidateListings.map(callTargetOf) }
+    : undefined;
+  // Outside a transaction a claim on a proved copy may share its statement with others (provedClaims).
+  const insert = async (q: Db, alone: boolean): Promise<InvocationRow> => {
+    if (slot)
+      claim =
+        proved && !alone
+          ? await provedClaims.write({ row, proved })
+          : await insertClaimedInvocation(q, row, "executions", RUN_TIMING, proved);
     const inserted = slot ? claim?.invocation : await insertInvocationWithJob(q, row, "executions", guard);
     if (!inserted) throw new CatalogMoved();
     return inserted;
@@ -411,7 +433,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
       ? await retryTransient(() =>
           db().transaction(async (trx) => {
             if (paid) await assertCustodyOpen(trx);
-            const inserted = awaiting ? await insertAwaitingInvocation(trx, row) : await insert(trx);
+            const inserted = awaiting ? await insertAwaitingInvocation(trx, row) : await insert(trx, true);
             if (key) {
               // After the invocation row (the key references it); an already-claimed key rolls it back.
               const claim = await claimIdempotencyKey(
@@ -438,7 +460,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
             return inserted;
           }),
         )
-      : await insert(db());
+      : await insert(db(), false);
   } catch (error) {
     slot?.release();
     if (early) await releaseEarlyGate(early);

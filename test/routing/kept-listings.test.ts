@@ -151,7 +151,8 @@ describe("the catalog generation", () => {
       maxLatencyMs: 700,
       outputSchema: { type: "object" },
     });
-    const stale = catalogUnmoved(((await generation()) - 1n).toString());
+    const staleGeneration = ((await generation()) - 1n).toString();
+    const stale = catalogUnmoved(staleGeneration);
     const candidates = [callTargetOf(listing)];
     const key = await db()("api_keys").where({ agent_id: buyer.agentId }).first();
     const row = (id: string) => ({
@@ -170,7 +171,10 @@ describe("the catalog generation", () => {
     const queued = randomUUID();
     const read = randomUUID();
     expect(
-      await insertClaimedInvocation(db(), row(claimed), "executions", timing, { guard: stale, candidates }),
+      await insertClaimedInvocation(db(), row(claimed), "executions", timing, {
+        generation: staleGeneration,
+        candidates,
+      }),
     ).toBeUndefined();
     expect(await insertInvocationWithJob(db(), row(queued), "executions", stale)).toBeUndefined();
     for (const id of [claimed, queued]) {
@@ -179,9 +183,10 @@ describe("the catalog generation", () => {
       expect(await db()("invocation_attempts").where({ invocation_id: id }).first()).toBeUndefined();
     }
 
-    const current = catalogUnmoved((await generation()).toString());
+    const currentGeneration = (await generation()).toString();
+    const current = catalogUnmoved(currentGeneration);
     const claim = await insertClaimedInvocation(db(), row(claimed), "executions", timing, {
-      guard: current,
+      generation: currentGeneration,
       candidates,
     });
     expect((await insertInvocationWithJob(db(), row(queued), "executions", current))?.id).toBe(queued);

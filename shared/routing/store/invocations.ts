@@ -1,4 +1,5 @@
 import type { ListingRow } from "../../catalog/index.js";
+import { CATALOG_GENERATION_SQL, catalogUnmoved } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
 import { type InsertGuard, insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
 
@@ -158,7 +159,8 @@ const FIRST_ATTEMPT_INSERT = `insert into invocation_attempts (invocation_id, at
  * current (catalogUnmoved): the claim takes them as they are instead of reading them again.
  */
 export interface ProvedCandidates {
-  guard: InsertGuard;
+  /** The catalog generation the copy was read at (catalogUnmoved). */
+  generation: string;
   candidates: CallTarget[];
 }
 
@@ -209,7 +211,7 @@ export async function insertClaimedInvocation(
   const insert = insertReturningAll(
     "invocations",
     { ...invocationColumns(row), status: "running", started_at: NOW },
-    proved?.guard,
+    proved && catalogUnmoved(proved.generation),
   );
   if (proved) {
     const first = proved.candidates[0]!;
@@ -253,6 +255,94 @@ export async function insertClaimedInvocation(
     attempts: [],
     firstAttempt: { id: first_attempt_id },
   };
+}
+
+/** One claim of insertClaimedInvocations: a row and the proof of its candidates. */
+export interface ProvedClaim {
+  row: NewInvocation;
+  proved: ProvedCandidates;
+}
+
+/** insertClaimedInvocations' text per column set (columns as insertReturningAll orders them). */
+const claimsTexts = new Map<string, string>();
+
+function claimsText(columns: readonly string[]): string {
+  const key = columns.join(",");
+  let text = claimsTexts.get(key);
+  if (!text) {
+    const quoted = columns.map((c) => `"${c}"`);
+    // The rows arrive as one JSON array, typed by the table's own row type (no list of types to keep in
+    // step with migrations); each also carries its generation and attempt 1's deadline, which the row
+    // type does not have and the second reading of the array takes.
+    text = `with v as (
+       select r.*, x.kept_generation, x.first_deadline_ms
+         from jsonb_populate_recordset(null::invocations, ?::jsonb) as r
+         join jsonb_to_recordset(?::jsonb) as x(id uuid, kept_generation bigint, first_deadline_ms int)
+           on x.id = r.id
+     ), inv as (
+       insert into invocations (${quoted.join(", ")}, "started_at", "status")
+       select ${quoted.map((c) => `v.${c}`).join(", ")}, now(), 'running' from v
+        where v.kept_generation = (${CATALOG_GENERATION_SQL})
+       returning *
+     ), ${JOB_CTE}, first as (
+       insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
+       select inv.id, 1, inv.candidate_ids[1], now() + make_interval(secs => v.first_deadline_ms / 1000.0)
+         from inv join v on v.id = inv.id
+       returning id, invocation_id
+     )
+     select inv.*, first.id as first_attempt_id from inv join first on first.invocation_id = inv.id`;
+    claimsTexts.set(key, text);
+  }
+  return text;
+}
+
+/**
+ * insertClaimedInvocation on proved copies, for several runs in one statement (group commit: see
+ * shared/db/group-commit.ts): each row is written, with its outbox row and attempt 1, only if the
+ * catalog is still at its own generation. Answers per claim, in order; undefined where the guard failed.
+ * The rows must share a column set (createInvocation's), else this throws and nothing is written.
+ */
+export async function insertClaimedInvocations(
+  q: Db,
+  claims: readonly ProvedClaim[],
+  queue: string,
+  timing: { maxCallMs: number; marginMs: number },
+): Promise<(RunClaim | undefined)[]> {
+  const written = (row: NewInvocation) => {
+    const all: Record<string, unknown> = {
+      ...invocationColumns(row),
+      input: row.input,
+      selection: row.selection ?? null,
+    };
+    return Object.fromEntries(Object.entries(all).filter(([, v]) => v !== undefined));
+  };
+  const rows = claims.map((c) => written(c.row));
+  const columns = Object.keys(rows[0]!).sort();
+  const shape = columns.join(",");
+  if (rows.some((r) => Object.keys(r).sort().join(",") !== shape))
+    throw new Error("insertClaimedInvocations: the rows' column sets differ");
+  const body = JSON.stringify(
+    claims.map((c, i) => ({
+      ...rows[i],
+      kept_generation: c.proved.generation,
+      // Attempt 1's deadline as FIRST_ATTEMPT_INSERT computes it, from the proved first candidate.
+      first_deadline_ms: Math.min(c.proved.candidates[0]!.max_latency_ms, timing.maxCallMs) + timing.marginMs,
+    })),
+  );
+  const result = await preparedRaw(q, claimsText(columns), [body, body, queue]);
+  const byId = new Map<string, Record<string, unknown>>();
+  for (const r of result.rows) byId.set(r.id, r);
+  return claims.map((c) => {
+    const found = byId.get(c.row.id);
+    if (!found) return undefined;
+    const { first_attempt_id, ...invocation } = found;
+    return {
+      invocation: invocation as unknown as InvocationRow,
+      candidates: c.proved.candidates,
+      attempts: [],
+      firstAttempt: { id: first_attempt_id as string },
+    };
+  });
 }
 
 /** An invocation with what its execute answer shows: receipt, the serving listing's names, attempt facts. */
@@ -542,4 +632,71 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<Invocation
     s.latencyMs,
   ]);
   return result.rows[0] as InvocationSummary | undefined;
+}
+
+/** recordSuccesses' text: recordSuccess for several records, each proving its listing when asked. */
+const SUCCESSES_SQL = `with v as (
+       select * from jsonb_to_recordset(?::jsonb) as v(
+         attempt_id uuid, invocation_id uuid, listing_id uuid, amount_micros bigint, output jsonb,
+         http_status int, latency_ms int, evidence jsonb, prove boolean)
+     ), att as (
+       update invocation_attempts a
+          set status = 'succeeded', http_status = v.http_status, latency_ms = v.latency_ms, finished_at = now()
+         from v
+        where a.id = v.attempt_id and a.status = 'running'
+       returning a.id
+     ), inv as (
+       update invocations i
+          set status = 'succeeded', output = coalesce(v.output, 'null'::jsonb), completed_at = now(),
+              served_listing_id = v.listing_id
+         from v
+        where i.id = v.invocation_id and i.status in ('queued', 'running')
+          and v.attempt_id in (select id from att)
+       returning i.*
+     ), rec as (
+       insert into receipts (invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
+       select inv.id, inv.agent_id, v.listing_id, v.amount_micros, inv.currency, v.evidence
+         from inv join v on v.invocation_id = inv.id
+       returning id, invocation_id, amount_micros
+     ), proof as (
+       update listings set last_success_at = now()
+        where id in (select v.listing_id from v join inv on inv.id = v.invocation_id where v.prove)
+          and (last_success_at is null or last_success_at < now() - interval '1 minute')
+     )
+     select inv.*, rec.id as receipt_id, rec.amount_micros as receipt_amount_micros,
+            l.name as listing_name, l.slug as listing_slug,
+            (select count(*)::int from invocation_attempts a where a.invocation_id = inv.id) as attempt_count,
+            v.latency_ms as served_latency_ms
+       from inv join rec on rec.invocation_id = inv.id join v on v.invocation_id = inv.id
+       left join listings l on l.id = inv.served_listing_id`;
+
+/**
+ * recordSuccess for several records in one statement (group commit: see shared/db/group-commit.ts), each
+ * with recordSuccess's conditions. Answers per record, in order; undefined where another run had already
+ * ended the invocation. The records must be of distinct invocations.
+ */
+export async function recordSuccesses(
+  q: Db,
+  records: readonly SuccessRecord[],
+): Promise<(InvocationSummary | undefined)[]> {
+  if (new Set(records.map((s) => s.invocationId)).size !== records.length)
+    throw new Error("recordSuccesses: an invocation appears twice");
+  const body = JSON.stringify(
+    records.map((s) => ({
+      attempt_id: s.attemptId,
+      invocation_id: s.invocationId,
+      listing_id: s.listingId,
+      amount_micros: s.amountMicros.toString(),
+      // The recordset reads JSON null as SQL NULL; the statement writes it back as recordSuccess does.
+      output: s.output ?? null,
+      http_status: s.httpStatus,
+      latency_ms: s.latencyMs,
+      evidence: s.evidence,
+      prove: s.proveListing,
+    })),
+  );
+  const result = await preparedRaw(q, SUCCESSES_SQL, [body]);
+  const byId = new Map<string, InvocationSummary>();
+  for (const r of result.rows) byId.set(r.id, r);
+  return records.map((s) => byId.get(s.invocationId));
 }

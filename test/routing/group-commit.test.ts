@@ -1,0 +1,266 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ListingRow } from "../../shared/catalog/index.js";
+import { db } from "../../shared/db/knex.js";
+import { groupCommitRows, groupCommitStatements } from "../../shared/observability/metrics.js";
+import {
+  callTargetOf,
+  insertClaimedInvocation,
+  insertClaimedInvocations,
+  type NewInvocation,
+  type RunClaim,
+  recordSuccess,
+  recordSuccesses,
+  type SuccessRecord,
+} from "../../shared/routing/store/invocations.js";
+import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
+import { api } from "../helpers/http.js";
+import { json, startSeller, type TestSeller } from "../helpers/seller.js";
+import { startService, type TestService } from "../helpers/service.js";
+
+// The execute path's group commits (shared/db/group-commit.ts): the grouped claim and the grouped success
+// write, row for row, what their single statements write, each row under its own conditions; and
+// executes that arrive together are grouped and each answered with its own result.
+
+let service: TestService;
+let buyer: TestAgent;
+let keyId: string;
+let seller: TestSeller;
+
+beforeAll(async () => {
+  service = await startService();
+  buyer = await buildAgent();
+  keyId = (await db()("api_keys").where({ agent_id: buyer.agentId }).first()).id;
+  // Echoes its input after a pause, so that executes sent together are in flight together.
+  seller = await startSeller(async (call, res) => {
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    json(res, 200, { echo: call.body?.input ?? call.body });
+  });
+});
+afterAll(async () => {
+  await seller.close();
+  await service.stop();
+});
+
+const TIMING = { maxCallMs: 1000, marginMs: 1000 };
+const generation = async () => (await db()("catalog_generation").first()).generation.toString() as string;
+
+function newRow(listing: ListingRow, input: Record<string, unknown>): NewInvocation {
+  return {
+    id: randomUUID(),
+    agent_id: buyer.agentId,
+    api_key_id: keyId,
+    listing_id: listing.id,
+    task: listing.slug,
+    route: "execute",
+    input,
+    max_cost_micros: null,
+    price_micros: 0n,
+    quote_id: null,
+    candidate_ids: [listing.id],
+    selection: { reason: "top_ranked_candidate", n: input.n },
+  };
+}
+
+/** What a test compares of two invocations: everything but what differs by nature (id, times, input). */
+function comparable(row: Record<string, unknown>) {
+  const { id: _i, created_at: _c, started_at: _s, completed_at: _d, input: _n, selection: _e, ...rest } = row;
+  return rest;
+}
+
+async function written(id: string) {
+  const attempt = await db()("invocation_attempts").where({ invocation_id: id });
+  return {
+    invocation: await db()("invocations").where({ id }).first(),
+    outbox: await db()("job_outbox").where({ job_id: id }),
+    attempts: attempt.map((a) => ({ ...a, budgetMs: a.deadline_at.getTime() - a.started_at.getTime() })),
+    receipts: await db()("receipts").where({ invocation_id: id }),
+  };
+}
+
+describe("the grouped claim", () => {
+  it("writes each row as the single claim does, and nothing for a row whose catalog moved", async () => {
+    const listing = await buildListing({ endpointUrl: seller.url, maxLatencyMs: 700 });
+    const candidates = [callTargetOf(listing)];
+    const current = await generation();
+    const stale = (BigInt(current) - 1n).toString();
+    const rows = [1, 2, 3, 4].map((n) => newRow(listing, { n }));
+    const answers = await insertClaimedInvocations(
+      db(),
+      rows.map((row, i) => ({ row, proved: { generation: i === 2 ? stale : current, candidates } })),
+      "executions",
+      TIMING,
+    );
+    expect(answers.map((a) => a?.invocation.id)).toEqual([rows[0]!.id, rows[1]!.id, undefined, rows[3]!.id]);
+    expect(answers.map((a) => a?.invocation.input)).toEqual([{ n: 1 }, { n: 2 }, undefined, { n: 4 }]);
+    const moved = await written(rows[2]!.id);
+    expect([moved.invocation, moved.outbox, moved.attempts]).toEqual([undefined, [], []]);
+
+    const single = newRow(listing, { n: 5 });
+    const alone = await insertClaimedInvocation(db(), single, "executions", TIMING, {
+      generation: current,
+      candidates,
+    });
+    const reference = await written(single.id);
+    for (const [i, answer] of answers.entries()) {
+      if (!answer) continue;
+      expect(answer.candidates).toEqual(alone!.candidates);
+      expect(answer.attempts).toEqual([]);
+      expect(comparable(answer.invocation as never)).toEqual(comparable(alone!.invocation as never));
+      const got = await written(rows[i]!.id);
+      expect(comparable(got.invocation)).toEqual(comparable(reference.invocation));
+      expect(got.invocation.input).toEqual({ n: i + 1 });
+      expect(got.invocation.selection).toEqual({ reason: "top_ranked_candidate", n: i + 1 });
+      expect(got.outbox.map((o) => [o.queue, o.payload, o.enqueued_at])).toEqual([
+        ["executions", { invocation_id: rows[i]!.id }, null],
+      ]);
+      expect(got.attempts.map((a) => [a.id, a.attempt_no, a.listing_id, a.status])).toEqual([
+        [answer.firstAttempt!.id, 1, listing.id, "running"],
+      ]);
+      // min(700, maxCallMs 1000) + marginMs 1000, as the single claim sets it.
+      expect(got.attempts[0]!.budgetMs).toBeCloseTo(reference.attempts[0]!.budgetMs, -1);
+      expect(got.attempts[0]!.budgetMs).toBeCloseTo(1700, -1);
+    }
+  });
+
+  it("writes nothing of the group when one row cannot be written", async () => {
+    const listing = await buildListing({ endpointUrl: seller.url });
+    const candidates = [callTargetOf(listing)];
+    const current = await generation();
+    const good = newRow(listing, { n: 1 });
+    const bad = { ...newRow(listing, { n: 2 }), agent_id: randomUUID() }; // no such agent
+    await expect(
+      insertClaimedInvocations(
+        db(),
+        [good, bad].map((row) => ({ row, proved: { generation: current, candidates } })),
+        "executions",
+        TIMING,
+      ),
+    ).rejects.toThrow();
+    expect(await db()("invocations").whereIn("id", [good.id, bad.id])).toEqual([]);
+  });
+});
+
+describe("the grouped success", () => {
+  async function claimed(listing: ListingRow, n: number): Promise<RunClaim> {
+    const claim = await insertClaimedInvocation(db(), newRow(listing, { n }), "executions", TIMING, {
+      generation: await generation(),
+      candidates: [callTargetOf(listing)],
+    });
+    return claim!;
+  }
+  const record = (claim: RunClaim, output: unknown, proveListing = false): SuccessRecord => ({
+    attemptId: claim.firstAttempt!.id,
+    invocationId: claim.invocation.id,
+    listingId: claim.invocation.listing_id,
+    amountMicros: 0n,
+    output,
+    httpStatus: 200,
+    latencyMs: 12,
+    evidence: { http_status: 200, latency_ms: 12, listing_id: claim.invocation.listing_id },
+    proveListing,
+  });
+
+  it("records each success as recordSuccess does, and leaves an invocation already ended alone", async () => {
+    const listing = await buildListing({ endpointUrl: seller.url });
+    const [a, b, ended, single] = [
+      await claimed(listing, 1),
+      await claimed(listing, 2),
+      await claimed(listing, 3),
+      await claimed(listing, 4),
+    ];
+    await db()("invocations").where({ id: ended.invocation.id }).update({ status: "failed" });
+    expect(await db()("listings").where({ id: listing.id }).first("last_success_at")).toEqual({
+      last_success_at: null,
+    });
+
+    const summaries = await recordSuccesses(db(), [
+      record(a, { n: 1 }, true),
+      record(b, null),
+      record(ended, { n: 3 }),
+    ]);
+    const reference = await recordSuccess(db(), record(single, { n: 4 }));
+    expect(summaries.map((s) => s?.id)).toEqual([a.invocation.id, b.invocation.id, undefined]);
+    for (const summary of summaries.slice(0, 2)) {
+      const { receipt_id: _r, output: _o, ...rest } = summary!;
+      const { receipt_id: _s, output: _p, ...expected } = reference!;
+      expect(comparable(rest)).toEqual(comparable(expected));
+      expect(summary!.receipt_id).toEqual(expect.any(String));
+    }
+    expect(summaries[0]!.output).toEqual({ n: 1 });
+    // A null output is stored as JSON null, as recordSuccess stores it.
+    const nullOutput = await db().raw("select jsonb_typeof(output) as t from invocations where id = ?", [
+      b.invocation.id,
+    ]);
+    expect(nullOutput.rows).toEqual([{ t: "null" }]);
+
+    for (const claim of [a, b]) {
+      const got = await written(claim.invocation.id);
+      expect(got.invocation.status).toBe("succeeded");
+      expect(got.attempts.map((x) => [x.status, x.http_status, x.latency_ms])).toEqual([
+        ["succeeded", 200, 12],
+      ]);
+      expect(got.receipts.map((r) => [r.listing_id, r.amount_micros, r.agent_id])).toEqual([
+        [listing.id, "0", buyer.agentId],
+      ]);
+    }
+    const untouched = await written(ended.invocation.id);
+    expect([untouched.invocation.status, untouched.attempts[0]!.status, untouched.receipts]).toEqual([
+      "failed",
+      "succeeded",
+      [],
+    ]);
+    // Only the record that asked proves the listing.
+    expect((await db()("listings").where({ id: listing.id }).first()).last_success_at).not.toBeNull();
+  });
+
+  it("refuses two records of one invocation, writing nothing", async () => {
+    const listing = await buildListing({ endpointUrl: seller.url });
+    const claim = await claimed(listing, 1);
+    await expect(recordSuccesses(db(), [record(claim, 1), record(claim, 2)])).rejects.toThrow(/twice/);
+    expect((await written(claim.invocation.id)).receipts).toEqual([]);
+  });
+});
+
+describe("executes sent together", () => {
+  const counted = async (metric: typeof groupCommitRows, group: string) =>
+    (await metric.get()).values.find((v) => v.labels.group === group)?.value ?? 0;
+
+  it("are grouped, and each is answered with its own output, attempt and receipt", async () => {
+    const task = `grouped-${randomBytes(4).toString("hex")}`;
+    await buildListing({ endpointUrl: seller.url, tags: [task], concurrencyLimit: 100, rateLimit: 10_000 });
+    const execute = (n: number) =>
+      api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: { n } } });
+    // The first read of the task is kept; the executes after it claim on the proved copy.
+    expect((await execute(0)).status).toBe(200);
+    const before = {
+      claims: [
+        await counted(groupCommitStatements, "proved_claims"),
+        await counted(groupCommitRows, "proved_claims"),
+      ],
+      successes: [
+        await counted(groupCommitStatements, "free_successes"),
+        await counted(groupCommitRows, "free_successes"),
+      ],
+    };
+
+    const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => execute(i + 1)));
+    for (const [i, res] of answers.entries()) {
+      expect(res.status).toBe(200);
+      expect(res.body.output).toEqual({ echo: { n: i + 1 } });
+      const got = await written(res.body.invocation_id);
+      expect(got.invocation.input).toEqual({ n: i + 1 });
+      expect(got.attempts.map((a) => a.status)).toEqual(["succeeded"]);
+      expect(got.receipts.map((r) => r.id)).toEqual([res.body.receipt_id]);
+    }
+    // Fewer statements than executes, for both writes: rows were grouped.
+    const statements = (await counted(groupCommitStatements, "proved_claims")) - before.claims[0]!;
+    const rows = (await counted(groupCommitRows, "proved_claims")) - before.claims[1]!;
+    expect(rows).toBe(24);
+    expect(statements).toBeLessThan(24);
+    const successStatements = (await counted(groupCommitStatements, "free_successes")) - before.successes[0]!;
+    const successRows = (await counted(groupCommitRows, "free_successes")) - before.successes[1]!;
+    expect(successRows).toBe(24);
+    expect(successStatements).toBeLessThan(24);
+  });
+});
