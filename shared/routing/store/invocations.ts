@@ -263,6 +263,21 @@ export interface ProvedClaim {
   proved: ProvedCandidates;
 }
 
+/**
+ * The columns invocationColumns gives a row, without DEFAULT ones, with JSON values as they are (the
+ * grouped claim sends its rows as one JSON document, not as text bindings).
+ */
+function claimColumns(row: NewInvocation): Record<string, unknown> {
+  const columns: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(row)) if (value !== undefined) columns[name] = value;
+  columns.max_cost_micros = row.max_cost_micros?.toString() ?? null;
+  columns.price_micros = row.price_micros.toString();
+  columns.hold_micros = (row.hold_micros ?? 0n).toString();
+  columns.candidate_ids = row.candidate_ids ?? [row.listing_id];
+  columns.selection = row.selection ?? null;
+  return columns;
+}
+
 /** insertClaimedInvocations' text per column set (columns as insertReturningAll orders them). */
 const claimsTexts = new Map<string, string>();
 
@@ -274,10 +289,11 @@ function claimsText(columns: readonly string[]): string {
     // The rows arrive as one JSON array, typed by the table's own row type (no list of types to keep in
     // step with migrations); each also carries its generation and attempt 1's deadline, which the row
     // type does not have and the second reading of the array takes.
-    text = `with v as (
+    text = `with doc as (select ?::jsonb as rows), v as (
        select r.*, x.kept_generation, x.first_deadline_ms
-         from jsonb_populate_recordset(null::invocations, ?::jsonb) as r
-         join jsonb_to_recordset(?::jsonb) as x(id uuid, kept_generation bigint, first_deadline_ms int)
+         from doc,
+              jsonb_populate_recordset(null::invocations, doc.rows) as r
+         join jsonb_to_recordset(doc.rows) as x(id uuid, kept_generation bigint, first_deadline_ms int)
            on x.id = r.id
      ), inv as (
        insert into invocations (${quoted.join(", ")}, "started_at", "status")
@@ -308,28 +324,19 @@ export async function insertClaimedInvocations(
   queue: string,
   timing: { maxCallMs: number; marginMs: number },
 ): Promise<(RunClaim | undefined)[]> {
-  const written = (row: NewInvocation) => {
-    const all: Record<string, unknown> = {
-      ...invocationColumns(row),
-      input: row.input,
-      selection: row.selection ?? null,
-    };
-    return Object.fromEntries(Object.entries(all).filter(([, v]) => v !== undefined));
-  };
-  const rows = claims.map((c) => written(c.row));
-  const columns = Object.keys(rows[0]!).sort();
-  const shape = columns.join(",");
-  if (rows.some((r) => Object.keys(r).sort().join(",") !== shape))
+  const rows = claims.map((c) => ({
+    ...claimColumns(c.row),
+    kept_generation: c.proved.generation,
+    // Attempt 1's deadline as FIRST_ATTEMPT_INSERT computes it, from the proved first candidate.
+    first_deadline_ms: Math.min(c.proved.candidates[0]!.max_latency_ms, timing.maxCallMs) + timing.marginMs,
+  }));
+  const shape = (r: object) => Object.keys(r).join(",");
+  const first = shape(rows[0]!);
+  if (rows.some((r) => shape(r) !== first))
     throw new Error("insertClaimedInvocations: the rows' column sets differ");
-  const body = JSON.stringify(
-    claims.map((c, i) => ({
-      ...rows[i],
-      kept_generation: c.proved.generation,
-      // Attempt 1's deadline as FIRST_ATTEMPT_INSERT computes it, from the proved first candidate.
-      first_deadline_ms: Math.min(c.proved.candidates[0]!.max_latency_ms, timing.maxCallMs) + timing.marginMs,
-    })),
-  );
-  const result = await preparedRaw(q, claimsText(columns), [body, body, queue]);
+  const columns = Object.keys(claimColumns(claims[0]!.row)).sort();
+  const body = JSON.stringify(rows);
+  const result = await preparedRaw(q, claimsText(columns), [body, queue]);
   const byId = new Map<string, Record<string, unknown>>();
   for (const r of result.rows) byId.set(r.id, r);
   return claims.map((c) => {
