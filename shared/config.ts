@@ -514,7 +514,7 @@ export const SETTINGS = {
   rankingStatsTtlMs: int(
     "RANKING_STATS_TTL_MS",
     1000,
-    "how long a process reuses a listing's recent-call statistics for ranking (0 reads them on every execute); circuit state is always read live",
+    'how long a process reuses a listing\'s recent-call statistics for ranking, and, for the listings it keeps, the circuit states it last saw (0 reads both on every execute); the call gate always checks the circuit live (docs/architecture.md "Caches that are proved")',
     0,
     60_000,
   ),

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { logger } from "../log.js";
 import { commandRedis, luaScript } from "../redis.js";
-import { CIRCUIT_LUA, circuitKeys, serviceCircuitOptions } from "./circuit-breaker.js";
+import { CIRCUIT_LUA, type CircuitState, circuitKeys, serviceCircuitOptions } from "./circuit-breaker.js";
+import { circuitSeen } from "./circuit-view.js";
 import {
   LIMITS_LUA,
   type LimitedListing,
@@ -67,6 +68,8 @@ export async function openCall(listing: LimitedListing, holdMs: number): Promise
       holdMs + 60_000,
     ],
   )) as "ok" | "circuit_open" | LimitReason;
+  // A verdict past the circuit check says the circuit let the call through (closed, or this trial).
+  circuitSeen(listing.id, verdict === "circuit_open" ? "open" : "closed");
   if (verdict === "circuit_open") return { ok: false, reason: verdict, retryAfterSeconds: 1 };
   if (verdict !== "ok")
     return { ok: false, reason: verdict, retryAfterSeconds: limitRetryAfterSeconds(verdict, now) };
@@ -74,7 +77,7 @@ export async function openCall(listing: LimitedListing, holdMs: number): Promise
     ok: true,
     finish: async (outcome) => {
       try {
-        await FINISH(
+        const state = (await FINISH(
           commandRedis(),
           [circuitKey, trialKey, limits.inflight],
           [
@@ -84,7 +87,8 @@ export async function openCall(listing: LimitedListing, holdMs: number): Promise
             circuit.cooldownMs,
             circuit.idleTtlMs,
           ],
-        );
+        )) as CircuitState | "released";
+        if (state !== "released") circuitSeen(listing.id, state);
       } catch (err) {
         logger().warn({ err, listing_id: listing.id }, "call slot not freed or circuit not updated");
       }

@@ -2,6 +2,7 @@ import { getConfig } from "../config.js";
 import { logger } from "../log.js";
 import { commandRedis, scanTargets } from "../redis.js";
 import { type CircuitState, circuitState } from "./circuit-breaker.js";
+import { circuitSeen, seenOpenCircuits } from "./circuit-view.js";
 
 /**
  * The router's view of the circuit breaker: which of these listings have an open circuit right now.
@@ -12,11 +13,21 @@ export async function openCircuits(listingIds: string[]): Promise<Set<string>> {
   if (listingIds.length === 0) return new Set();
   try {
     const states = await circuitState(listingIds);
+    const at = Date.now();
+    for (const [id, state] of states) circuitSeen(id, state, at);
     return new Set([...states].filter(([, state]) => state === "open").map(([id]) => id));
   } catch (err) {
     logger().warn({ err }, "circuit state unavailable; ranking without it");
     return new Set();
   }
+}
+
+/**
+ * openCircuits for listings this process keeps (readTaskListings): its own view of their circuits when
+ * it is fresh enough, else a read (circuit-view.ts says why a view may rank).
+ */
+export async function keptOpenCircuits(listingIds: string[]): Promise<Set<string>> {
+  return seenOpenCircuits(listingIds) ?? openCircuits(listingIds);
 }
 
 /** At most this many circuits are read per count (SCAN pages of the `circuit:` keys). */

@@ -10,6 +10,7 @@ import { db } from "../db/knex.js";
 import { logger } from "../log.js";
 import { getQueue } from "../queues.js";
 import { type CircuitState, recordProbeOutcome } from "./circuit-breaker.js";
+import { circuitSeen } from "./circuit-view.js";
 import { probeEndpoint } from "./health-probe.js";
 
 // The health-probes queue's work (docs/routing.md "Health probes and the circuit breaker"): the periodic
@@ -65,6 +66,7 @@ export async function processHealthProbe(payload: { listing_id: string }): Promi
   let circuit: CircuitState | null = null;
   try {
     circuit = await recordProbeOutcome(listing.id, result.ok);
+    circuitSeen(listing.id, circuit);
   } catch (err) {
     // The probe is recorded; failing the job would only probe again. The next probe feeds the breaker.
     logger().warn({ err, listing_id: listing.id }, "could not record the probe in the circuit breaker");

@@ -10,7 +10,7 @@ import { type KeyPolicy, type ScopeExclusion, scopeExclusion } from "../identity
 import { formatUsdc, micros } from "../kernel/money.js";
 import type { PaidGate } from "../money/index.js";
 import { availableToolIds } from "../tools/index.js";
-import { openCircuits } from "./circuits.js";
+import { keptOpenCircuits, openCircuits } from "./circuits.js";
 import { recentCallStats } from "./ranking-stats.js";
 
 /**
@@ -147,7 +147,7 @@ export function readTaskListings(task: string, options: { fresh?: boolean } = {}
     return {
       listings: Promise.resolve(kept.rows),
       generation: kept.generation.toString(),
-      circuits: { ids: kept.idSet, open: openCircuits(kept.ids) },
+      circuits: { ids: kept.idSet, open: keptOpenCircuits(kept.ids) },
     };
   }
   const read = findActiveByTaskAliasAt(db(), task);
