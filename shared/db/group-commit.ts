@@ -8,9 +8,9 @@ import { groupCommitRows, groupCommitSplits, groupCommitStatements } from "../ob
 //
 // Nothing waits for a batch to fill: a write that finds fewer than `maxInFlight` statements of its kind
 // running is sent at once, alone, by the single-row statement it always had — so a lone request (c=1)
-// takes exactly the path it took before. Only writes that would otherwise have queued for a connection
-// are grouped. Each write still commits before its caller goes on: a caller's promise settles when the
-// statement holding its row has committed, never earlier.
+// takes exactly the path it took before. A write that finds the statements of its kind all running waits
+// for the first to end, and no longer. Each write still commits before its caller goes on: a caller's
+// promise settles when the statement holding its row has committed, never earlier.
 //
 // A grouped statement either writes every row or none (one statement, one transaction). When it fails,
 // each of its writes is sent again alone, so that every caller gets its own answer or its own error, and

@@ -417,10 +417,10 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     ? { generation: work.kept, candidates: work.candidateListings.map(callTargetOf) }
     : undefined;
   // Outside a transaction a claim on a proved copy may share its statement with others (provedClaims).
-  const insert = async (q: Db, alone: boolean): Promise<InvocationRow> => {
+  const insert = async (q: Db, inTransaction: boolean): Promise<InvocationRow> => {
     if (slot)
       claim =
-        proved && !alone
+        proved && !inTransaction
           ? await provedClaims.write({ row, proved })
           : await insertClaimedInvocation(q, row, "executions", RUN_TIMING, proved);
     const inserted = slot ? claim?.invocation : await insertInvocationWithJob(q, row, "executions", guard);

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { type ListingRow, listingColumns } from "../../shared/catalog/store/listings.js";
 import { type Db, db } from "../../shared/db/knex.js";
 import { type Intent, registerAgent } from "../../shared/identity/agents.js";
@@ -68,6 +68,25 @@ export async function buildListing(overrides: ListingOverrides): Promise<Listing
     })
     .returning(listingColumns(db()) as never);
   return row!;
+}
+
+/** A free keyed execute of the listing by this buyer, as createInvocation would build it (no price, no cap). */
+export function freeInvocationRow(
+  buyer: { agentId: string; apiKeyId: string },
+  listing: ListingRow,
+  input: Record<string, unknown>,
+): NewInvocation {
+  return {
+    id: randomUUID(),
+    agent_id: buyer.agentId,
+    api_key_id: buyer.apiKeyId,
+    listing_id: listing.id,
+    task: listing.slug,
+    route: "execute",
+    input,
+    max_cost_micros: null,
+    price_micros: 0n,
+  };
 }
 
 /**

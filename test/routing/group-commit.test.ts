@@ -13,7 +13,7 @@ import {
   recordSuccesses,
   type SuccessRecord,
 } from "../../shared/routing/store/invocations.js";
-import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
+import { buildAgent, buildListing, freeInvocationRow, type TestAgent } from "../helpers/factories.js";
 import { api } from "../helpers/http.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
@@ -47,15 +47,7 @@ const generation = async () => (await db()("catalog_generation").first()).genera
 
 function newRow(listing: ListingRow, input: Record<string, unknown>): NewInvocation {
   return {
-    id: randomUUID(),
-    agent_id: buyer.agentId,
-    api_key_id: keyId,
-    listing_id: listing.id,
-    task: listing.slug,
-    route: "execute",
-    input,
-    max_cost_micros: null,
-    price_micros: 0n,
+    ...freeInvocationRow({ agentId: buyer.agentId, apiKeyId: keyId }, listing, input),
     quote_id: null,
     candidate_ids: [listing.id],
     selection: { reason: "top_ranked_candidate", n: input.n },

@@ -15,7 +15,13 @@ import {
 } from "../../shared/routing/store/invocations.js";
 import type { ReceiptRow } from "../../shared/routing/store/receipts.js";
 import { processExecution, runExecutionHere, startExecutionsWorker } from "../../workers/executions.js";
-import { buildAgent, buildListing, insertInvocation, type TestAgent } from "../helpers/factories.js";
+import {
+  buildAgent,
+  buildListing,
+  freeInvocationRow,
+  insertInvocation,
+  type TestAgent,
+} from "../helpers/factories.js";
 import { json, type SellerHandler, startSeller, type TestSeller } from "../helpers/seller.js";
 
 let buyer: TestAgent;
@@ -36,17 +42,7 @@ async function createInvocation(
   listing: ListingRow,
   input: Record<string, unknown> = { message: "hello" },
 ): Promise<InvocationRow> {
-  return insertInvocation(db(), {
-    id: randomUUID(),
-    agent_id: buyer.agentId,
-    api_key_id: apiKeyId,
-    listing_id: listing.id,
-    task: listing.slug,
-    route: "execute",
-    input,
-    max_cost_micros: null,
-    price_micros: 0n,
-  });
+  return insertInvocation(db(), freeInvocationRow({ agentId: buyer.agentId, apiKeyId }, listing, input));
 }
 
 async function receiptsFor(invocationId: string): Promise<ReceiptRow[]> {

@@ -1,5 +1,4 @@
-import type { ListingRow } from "../../catalog/index.js";
-import { CATALOG_GENERATION_SQL, catalogUnmoved } from "../../catalog/index.js";
+import { CATALOG_GENERATION_SQL, catalogUnmoved, type ListingRow } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
 import { type InsertGuard, insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
 
