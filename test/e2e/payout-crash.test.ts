@@ -111,9 +111,12 @@ describe("a payouts worker SIGKILLed between signing and confirmation", () => {
     ).catch((error) => {
       throw new Error(`${error}\n--- payouts output ---\n${doomed.output()}`);
     });
+    // Its pause line is written after that commit (and asynchronously): killed only once it is in the pause.
+    await waitFor("the payouts process to say it is pausing before the broadcast", async () =>
+      /PAYOUT_PAUSE_AFTER_SIGN_MS/.test(doomed.output()),
+    );
     doomed.child.kill("SIGKILL");
     expect(await doomed.exited).toBe("SIGKILL");
-    expect(doomed.output()).toMatch(/PAYOUT_PAUSE_AFTER_SIGN_MS/);
     // Killed after the commit, before the broadcast: signed and recorded, nothing on chain.
     expect(signed.status).toBe("signed");
     expect(await chain.publicClient.getTransactionCount({ address: platform.address })).toBe(nonceBefore);
