@@ -85,14 +85,27 @@ export type NewX402Invocation = Omit<NewInvocation, "agent_id" | "api_key_id" | 
 /** A new invocation as the columns of its row (money as decimal strings, JSON as text). */
 export function invocationColumns(row: NewInvocation | NewX402Invocation) {
   return {
-    ...row,
+    ...invocationValues(row),
     input: JSON.stringify(row.input),
+    selection: row.selection ? JSON.stringify(row.selection) : null,
+  };
+}
+
+/** A new invocation's column values, its JSON columns as values (what a JSON document of rows carries). */
+function invocationValues(row: NewInvocation | NewX402Invocation) {
+  return {
+    ...row,
     max_cost_micros: row.max_cost_micros?.toString() ?? null,
     price_micros: row.price_micros.toString(),
     hold_micros: (row.hold_micros ?? 0n).toString(),
     candidate_ids: row.candidate_ids ?? [row.listing_id],
-    selection: row.selection ? JSON.stringify(row.selection) : null,
+    selection: row.selection ?? null,
   };
+}
+
+/** Attempt 1's deadline as FIRST_ATTEMPT_INSERT computes it, from a proved first candidate. */
+function firstDeadlineMs(proved: ProvedCandidates, timing: { maxCallMs: number; marginMs: number }): number {
+  return Math.min(proved.candidates[0]!.max_latency_ms, timing.maxCallMs) + timing.marginMs;
 }
 
 /** The invocation's outbox row (job id = invocation id, queue = the binding): a CTE over `inv`. */
@@ -213,9 +226,7 @@ export async function insertClaimedInvocation(
     proved && catalogUnmoved(proved.generation),
   );
   if (proved) {
-    const first = proved.candidates[0]!;
-    // Attempt 1's deadline as FIRST_ATTEMPT_INSERT computes it, from the proved first candidate.
-    const deadlineMs = Math.min(first.max_latency_ms, timing.maxCallMs) + timing.marginMs;
+    const deadlineMs = firstDeadlineMs(proved, timing);
     const result = await preparedRaw(
       q,
       `with inv as (${insert.sql}),
@@ -262,18 +273,11 @@ export interface ProvedClaim {
   proved: ProvedCandidates;
 }
 
-/**
- * The columns invocationColumns gives a row, without DEFAULT ones, with JSON values as they are (the
- * grouped claim sends its rows as one JSON document, not as text bindings).
- */
+/** A row's written columns for the grouped claim: invocationValues without the DEFAULT (undefined) ones. */
 function claimColumns(row: NewInvocation): Record<string, unknown> {
   const columns: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(row)) if (value !== undefined) columns[name] = value;
-  columns.max_cost_micros = row.max_cost_micros?.toString() ?? null;
-  columns.price_micros = row.price_micros.toString();
-  columns.hold_micros = (row.hold_micros ?? 0n).toString();
-  columns.candidate_ids = row.candidate_ids ?? [row.listing_id];
-  columns.selection = row.selection ?? null;
+  for (const [name, value] of Object.entries(invocationValues(row)))
+    if (value !== undefined) columns[name] = value;
   return columns;
 }
 
@@ -323,17 +327,16 @@ export async function insertClaimedInvocations(
   queue: string,
   timing: { maxCallMs: number; marginMs: number },
 ): Promise<(RunClaim | undefined)[]> {
-  const rows = claims.map((c) => ({
-    ...claimColumns(c.row),
-    kept_generation: c.proved.generation,
-    // Attempt 1's deadline as FIRST_ATTEMPT_INSERT computes it, from the proved first candidate.
-    first_deadline_ms: Math.min(c.proved.candidates[0]!.max_latency_ms, timing.maxCallMs) + timing.marginMs,
-  }));
-  const shape = (r: object) => Object.keys(r).join(",");
-  const first = shape(rows[0]!);
-  if (rows.some((r) => shape(r) !== first))
+  const values = claims.map((c) => claimColumns(c.row));
+  const shape = Object.keys(values[0]!).join(",");
+  if (values.some((v) => Object.keys(v).join(",") !== shape))
     throw new Error("insertClaimedInvocations: the rows' column sets differ");
-  const columns = Object.keys(claimColumns(claims[0]!.row)).sort();
+  const columns = Object.keys(values[0]!).sort();
+  const rows = values.map((v, i) => ({
+    ...v,
+    kept_generation: claims[i]!.proved.generation,
+    first_deadline_ms: firstDeadlineMs(claims[i]!.proved, timing),
+  }));
   const body = JSON.stringify(rows);
   const result = await preparedRaw(q, claimsText(columns), [body, queue]);
   const byId = new Map<string, Record<string, unknown>>();
