@@ -21,6 +21,7 @@ import {
   type Service,
   slope,
   sparkline,
+  standInForAutovacuum,
   startCpuMeter,
   startService,
   table,
@@ -47,6 +48,8 @@ const TARGET_RSS_MB = 300;
 /** "Flat", as this bench judges it: the second half's trend, and the last minute against the first. */
 const FLAT_SLOPE_MB_PER_MIN = 1;
 const FLAT_GROWTH_MB = 20;
+/** How often the bench vacuums in autovacuum's place on a server that runs without it. */
+const VACUUM_EVERY_MS = 60_000;
 /** Its own database and queue prefix: it may run while another bench does on the same servers. */
 const PLACE = { database: "agentmarket_bench_soak", queuePrefix: "{ambench_soak}" } as const;
 /** Node's warnings for the leaks the issue names; any other line is counted too (LOG_LEVEL=warn). */
@@ -212,8 +215,11 @@ async function run(): Promise<void> {
   await warmUp({ ...execute, connections: CONNECTIONS }, WARM_UP_REQUESTS);
   if (infra.env.DATABASE_URL) await vacuumAnalyzeDatabase(infra.env.DATABASE_URL);
   counting = true;
+  const stopVacuum = infra.env.DATABASE_URL
+    ? await standInForAutovacuum(infra.env.DATABASE_URL, VACUUM_EVERY_MS, log)
+    : async () => {};
   log(`soaking for ${SECONDS} s…`);
-  const samples = await soak(service, apiKey);
+  const samples = await soak(service, apiKey).finally(stopVacuum);
   if (service.hasExited()) throw new Error("the service exited during the soak");
   counting = false;
   if (infra.env.REDIS_URL) await drainExecutions(infra.env);

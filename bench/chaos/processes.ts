@@ -27,6 +27,8 @@ interface Managed {
 }
 
 const TAIL_LINES = 40;
+/** How many of them a process's unexpected exit prints at once. */
+const TAIL_ON_EXIT = 10;
 /** The info lines that say a process is up: the API listens, the workers took their queues. */
 const READY = /"msg":"(api listening|workers started)"/;
 const RESTART_DELAY_MS = 300;
@@ -76,7 +78,14 @@ export class Supervisor {
       if (this.stopping) return;
       if (signal !== "SIGKILL") {
         m.unexpectedExits += 1;
-        this.log(`${m.spec.name} exited (${code ?? signal}); restarting`);
+        // A crash is a finding: say why with its last lines, read to the end once its pipes close
+        // (they may still hold output when the exit comes).
+        child.once("close", () =>
+          this.log(
+            `${m.spec.name} exited (${code ?? signal}); restarting. Its last lines:\n` +
+              m.tail.slice(-TAIL_ON_EXIT).join("\n"),
+          ),
+        );
       }
       setTimeout(() => {
         if (!this.stopping && m.child === undefined) this.spawn(m);

@@ -169,3 +169,50 @@ export async function vacuumAnalyzeDatabase(databaseUrl: string): Promise<void> 
     await client.end();
   }
 }
+
+/** Whether the server that holds `databaseUrl` runs autovacuum. */
+export async function autovacuumIsOn(databaseUrl: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
+  await client.connect();
+  try {
+    const { rows } = await client.query("select current_setting('autovacuum') as on");
+    return rows[0].on === "on";
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * For a bench that runs for minutes: when the server runs without autovacuum, `vacuumAnalyzeDatabase`
+ * every `everyMs` (autovacuum's own nap is a minute), so the run measures what a deployment sees. Without
+ * it a soak measures statistics that went stale as its tables grew 100×: each connection's cached plan of
+ * the grouped success, made while the attempts table held a thousand rows, kept a sequential scan of it
+ * (docs/benchmarks.md "Soak"). Returns a stop that waits for a vacuum under way; with autovacuum on it
+ * does nothing.
+ */
+export async function standInForAutovacuum(
+  databaseUrl: string,
+  everyMs: number,
+  log: (line: string) => void,
+): Promise<() => Promise<void>> {
+  if (await autovacuumIsOn(databaseUrl)) return async () => {};
+  log(
+    `autovacuum is off on this server: the bench runs vacuum (analyze) every ${everyMs / 1000} s in its place`,
+  );
+  let running = Promise.resolve();
+  const timer = setInterval(() => {
+    running = running.then(async () => {
+      const started = performance.now();
+      try {
+        await vacuumAnalyzeDatabase(databaseUrl);
+        log(`  vacuum (analyze) in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      } catch (err) {
+        log(`  vacuum (analyze) failed: ${(err as Error).message}`);
+      }
+    });
+  }, everyMs);
+  return async () => {
+    clearInterval(timer);
+    await running;
+  };
+}
