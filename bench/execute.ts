@@ -17,11 +17,13 @@ import {
 import { countRoundTrips } from "./execute/round-trips.js";
 import { runFallbackBench } from "./fallback.js";
 import {
+  AutovacuumStandIn,
   drainExecutions,
   ECHO_MESSAGE,
   type EchoSpec,
   echoScenarios,
   fixed,
+  type LoadSpec,
   log,
   loud,
   measure,
@@ -83,6 +85,15 @@ const COUNT_FREE = 200;
 const COUNT_PAID = 100;
 
 const children: Service[] = [];
+/** Autovacuum's work before each measured run, on a server that runs without it (AutovacuumStandIn). */
+let standIn: AutovacuumStandIn | undefined;
+
+/** measureGroups, after what autovacuum would have done by now; `label` is logged as it starts. */
+async function measureRun(label: string, spec: LoadSpec, groups: Record<Group, number[]>): Promise<Result> {
+  await standIn?.catchUp();
+  log(label);
+  return measureGroups(spec, groups);
+}
 
 /** Every scenario, c=1 then c=32, so that each routed run and its direct call are back to back. */
 async function measureAll(specs: readonly EchoSpec[], groups: Record<Group, number[]>): Promise<Result[]> {
@@ -90,8 +101,8 @@ async function measureAll(specs: readonly EchoSpec[], groups: Record<Group, numb
   const results: Result[] = [];
   for (const connections of CONNECTIONS) {
     for (const spec of specs) {
-      log(`measuring ${spec.scenario} at c=${connections} for ${SECONDS} s…`);
-      results.push(await measureGroups({ ...spec, connections, seconds: SECONDS }, groups));
+      const label = `measuring ${spec.scenario} at c=${connections} for ${SECONDS} s…`;
+      results.push(await measureRun(label, { ...spec, connections, seconds: SECONDS }, groups));
     }
   }
   log();
@@ -110,8 +121,8 @@ async function measureInterleaved(
 ): Promise<InterleavedRound[]> {
   const rounds: InterleavedRound[] = [];
   const run = (spec: EchoSpec, connections: number) => {
-    log(`measuring ${spec.scenario} at c=${connections} for ${SECONDS} s (round ${rounds.length + 1})…`);
-    return measureGroups({ ...spec, connections, seconds: SECONDS }, groups);
+    const label = `measuring ${spec.scenario} at c=${connections} for ${SECONDS} s (round ${rounds.length + 1})…`;
+    return measureRun(label, { ...spec, connections, seconds: SECONDS }, groups);
   };
   for (let i = 0; i < PEER_ROUNDS; i++) {
     const first = i % 2 === 0 ? "ours" : "peer";
@@ -193,6 +204,7 @@ async function run(): Promise<void> {
     queuePrefix: process.env.BENCH_QUEUE_PREFIX ?? "{ambench}",
   });
   const databaseUrl = infra.env.DATABASE_URL;
+  if (databaseUrl) standIn = await AutovacuumStandIn.when(databaseUrl, log);
   printMachine(infra, [`${SECONDS} s per run, ${WARM_UP_REQUESTS} warm-up requests per scenario`]);
   await resetCircuits(infra.env);
   // Loopback sellers (the paid listing's, the fallback scenario's) must be callable.

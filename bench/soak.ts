@@ -1,5 +1,6 @@
 import { freePort } from "../shared/infra/free-port.js";
 import {
+  AutovacuumStandIn,
   drainExecutions,
   echoScenarios,
   fixed,
@@ -21,7 +22,6 @@ import {
   type Service,
   slope,
   sparkline,
-  standInForAutovacuum,
   startCpuMeter,
   startService,
   table,
@@ -48,7 +48,7 @@ const TARGET_RSS_MB = 300;
 /** "Flat", as this bench judges it: the second half's trend, and the last minute against the first. */
 const FLAT_SLOPE_MB_PER_MIN = 1;
 const FLAT_GROWTH_MB = 20;
-/** How often the bench vacuums in autovacuum's place on a server that runs without it. */
+/** How often the bench does autovacuum's work on a server that runs without it (autovacuum's own nap). */
 const VACUUM_EVERY_MS = 60_000;
 /** Its own database and queue prefix: it may run while another bench does on the same servers. */
 const PLACE = { database: "agentmarket_bench_soak", queuePrefix: "{ambench_soak}" } as const;
@@ -215,9 +215,10 @@ async function run(): Promise<void> {
   await warmUp({ ...execute, connections: CONNECTIONS }, WARM_UP_REQUESTS);
   if (infra.env.DATABASE_URL) await vacuumAnalyzeDatabase(infra.env.DATABASE_URL);
   counting = true;
-  const stopVacuum = infra.env.DATABASE_URL
-    ? await standInForAutovacuum(infra.env.DATABASE_URL, VACUUM_EVERY_MS, log)
-    : async () => {};
+  const standIn = infra.env.DATABASE_URL
+    ? await AutovacuumStandIn.when(infra.env.DATABASE_URL, log)
+    : undefined;
+  const stopVacuum = standIn ? standIn.every(VACUUM_EVERY_MS) : async () => {};
   log(`soaking for ${SECONDS} s…`);
   const samples = await soak(service, apiKey).finally(stopVacuum);
   if (service.hasExited()) throw new Error("the service exited during the soak");

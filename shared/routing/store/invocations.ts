@@ -643,8 +643,17 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<Invocation
   return result.rows[0] as InvocationSummary | undefined;
 }
 
-/** recordSuccesses' text: recordSuccess for several records, each proving its listing when asked. */
-const SUCCESSES_SQL = `with v as (
+/**
+ * recordSuccesses' text: recordSuccess for several records, each proving its listing when asked
+ * (exported for the plan test). The records' attempt and invocation ids come twice, in the document and
+ * as arrays: a pooled connection plans this named statement once and keeps that plan, and PostgreSQL
+ * costs the document at 100 rows whatever it holds. Joined on the document alone, a plan made while
+ * the tables were small read `invocation_attempts` whole for every group, ever after (docs/benchmarks.md
+ * "Soak"). `id = any(ids)` is planned as a lookup of those ids in the primary key on any table past
+ * about 2,000 rows (test/routing/grouped-success-plan.test.ts); below that a scan is cheap, and
+ * autovacuum analyses the table again as it grows.
+ */
+export const SUCCESSES_SQL = `with v as (
        select * from jsonb_to_recordset(?::jsonb) as v(
          attempt_id uuid, invocation_id uuid, listing_id uuid, amount_micros bigint, output jsonb,
          http_status int, latency_ms int, evidence jsonb, prove boolean)
@@ -652,14 +661,14 @@ const SUCCESSES_SQL = `with v as (
        update invocation_attempts a
           set status = 'succeeded', http_status = v.http_status, latency_ms = v.latency_ms, finished_at = now()
          from v
-        where a.id = v.attempt_id and a.status = 'running'
+        where a.id = any(?::uuid[]) and a.id = v.attempt_id and a.status = 'running'
        returning a.id
      ), inv as (
        update invocations i
           set status = 'succeeded', output = coalesce(v.output, 'null'::jsonb), completed_at = now(),
               served_listing_id = v.listing_id
          from v
-        where i.id = v.invocation_id and i.status in ('queued', 'running')
+        where i.id = any(?::uuid[]) and i.id = v.invocation_id and i.status in ('queued', 'running')
           and v.attempt_id in (select id from att)
        returning i.*
      ), rec as (
@@ -704,7 +713,11 @@ export async function recordSuccesses(
       prove: s.proveListing,
     })),
   );
-  const result = await preparedRaw(q, SUCCESSES_SQL, [body]);
+  const result = await preparedRaw(q, SUCCESSES_SQL, [
+    body,
+    records.map((s) => s.attemptId),
+    records.map((s) => s.invocationId),
+  ]);
   const byId = new Map<string, InvocationSummary>();
   for (const r of result.rows) byId.set(r.id, r);
   return records.map((s) => byId.get(s.invocationId));
