@@ -204,8 +204,8 @@ async function run(): Promise<void> {
     queuePrefix: process.env.BENCH_QUEUE_PREFIX ?? "{ambench}",
   });
   const databaseUrl = infra.env.DATABASE_URL;
-  if (databaseUrl) standIn = await AutovacuumStandIn.when(databaseUrl, log);
   printMachine(infra, [`${SECONDS} s per run, ${WARM_UP_REQUESTS} warm-up requests per scenario`]);
+  if (databaseUrl) standIn = await AutovacuumStandIn.when(databaseUrl, log);
   await resetCircuits(infra.env);
   // Loopback sellers (the paid listing's, the fallback scenario's) must be callable.
   const env = { ...infra.env, OUTBOUND_ALLOWLIST: "127.0.0.1" };
