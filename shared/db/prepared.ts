@@ -36,10 +36,10 @@ function isStalePlan(error: unknown): boolean {
   return e.code === "0A000" && /cached plan must not change result type/.test(e.message ?? "");
 }
 
-/** Our `?` placeholders as PostgreSQL's `$n`, once per text. */
+/** Our `?` placeholders as PostgreSQL's `$n`, once per text (also what a test PREPAREs by hand). */
 const numbered = new Map<string, { text: string; count: number }>();
 
-function numberedText(sql: string): { text: string; count: number } {
+export function numberedText(sql: string): { text: string; count: number } {
   let found = numbered.get(sql);
   if (!found) {
     let count = 0;

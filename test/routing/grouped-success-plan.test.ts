@@ -1,7 +1,8 @@
 import type { Knex } from "knex";
 import { describe, expect, it } from "vitest";
-import { db } from "../../shared/db/knex.js";
+import { numberedText } from "../../shared/db/prepared.js";
 import { SUCCESSES_SQL } from "../../shared/routing/store/invocations.js";
+import { inRolledBackTransaction, type PlanNode, planNodes } from "../helpers/plans.js";
 
 // A pooled connection plans the grouped success (a named statement) once and keeps that plan until the
 // tables are analysed again. A plan made while invocation_attempts and invocations were small (3,000
@@ -12,23 +13,9 @@ import { SUCCESSES_SQL } from "../../shared/routing/store/invocations.js";
 // Temporary tables (same columns and indexes, no foreign keys) shadow the real ones for the transaction,
 // and the statement is only explained, never run.
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Index Name"?: string;
-  Plans?: PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
-
 /** The plan PostgreSQL keeps for the prepared statement: the generic one, made at its first use. */
-async function keptPlan(trx: Knex.Transaction): Promise<PlanNode[]> {
-  const { rows } = await trx.raw(
-    "explain (format json) execute grouped_success('[]'::jsonb, '{}'::uuid[], '{}'::uuid[])",
-  );
-  return nodes(rows[0]["QUERY PLAN"][0].Plan);
+function keptPlan(trx: Knex.Transaction): Promise<PlanNode[]> {
+  return planNodes(trx, "execute grouped_success('[]'::jsonb, '{}'::uuid[], '{}'::uuid[])");
 }
 
 async function addSucceeded(trx: Knex.Transaction, count: number): Promise<void> {
@@ -53,36 +40,26 @@ function readsOf(plan: PlanNode[], table: string): string[] {
 
 describe("the grouped success's kept plan", () => {
   it("looks a group's rows up by id after the tables grew past the statistics it was planned on", async () => {
-    await db()
-      .transaction(async (trx) => {
-        for (const table of ["invocation_attempts", "invocations"])
-          await trx.raw(
-            `create temporary table ${table} (like public.${table} including all) on commit drop`,
-          );
-        await addSucceeded(trx, 3000);
-        await trx.raw("analyze invocation_attempts");
-        await trx.raw("analyze invocations");
-        let n = 0;
-        await trx.raw(
-          `prepare grouped_success(jsonb, uuid[], uuid[]) as ${SUCCESSES_SQL.replace(/\?/g, () => `$${++n}`)}`,
-        );
-        await trx.raw("set local plan_cache_mode = force_generic_plan");
-        const small = await keptPlan(trx);
-        // They grow after their statistics were taken (no autovacuum here, or not yet): 100,000 rows.
-        await addSucceeded(trx, 100_000);
-        const grown = await keptPlan(trx);
+    await inRolledBackTransaction(async (trx) => {
+      for (const table of ["invocation_attempts", "invocations"])
+        await trx.raw(`create temporary table ${table} (like public.${table} including all) on commit drop`);
+      await addSucceeded(trx, 3000);
+      await trx.raw("analyze invocation_attempts");
+      await trx.raw("analyze invocations");
+      await trx.raw(`prepare grouped_success(jsonb, uuid[], uuid[]) as ${numberedText(SUCCESSES_SQL).text}`);
+      await trx.raw("set local plan_cache_mode = force_generic_plan");
+      const small = await keptPlan(trx);
+      // They grow after their statistics were taken (no autovacuum here, or not yet): 100,000 rows.
+      await addSucceeded(trx, 100_000);
+      const grown = await keptPlan(trx);
 
-        for (const plan of [small, grown])
-          for (const table of ["invocation_attempts", "invocations"]) {
-            const reads = readsOf(plan, table);
-            expect(reads.length, `${table}: ${JSON.stringify(reads)}`).toBeGreaterThan(0);
-            expect(reads, table).not.toContain("Seq Scan");
-          }
-        await trx.raw("deallocate grouped_success");
-        throw new Error("roll back");
-      })
-      .catch((error: Error) => {
-        if (error.message !== "roll back") throw error;
-      });
+      for (const plan of [small, grown])
+        for (const table of ["invocation_attempts", "invocations"]) {
+          const reads = readsOf(plan, table);
+          expect(reads.length, `${table}: ${JSON.stringify(reads)}`).toBeGreaterThan(0);
+          expect(reads, table).not.toContain("Seq Scan");
+        }
+      await trx.raw("deallocate grouped_success");
+    });
   });
 });
