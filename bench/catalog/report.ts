@@ -1,7 +1,6 @@
 import os from "node:os";
 import type { Knex } from "knex";
-import pg from "pg";
-import { fixed, type PostgresServer, table } from "../lib.js";
+import { fixed, type PostgresServer, table, withPgClient } from "../lib.js";
 import type { PerQuery, Result, Scenario } from "./scenarios.js";
 import {
   DATABASE,
@@ -122,10 +121,7 @@ export async function explain(
   why: string,
 ) {
   const statements = await captureSql(knex, scenario, query);
-  const client = new pg.Client({ connectionString: server.url(DATABASE) });
-  client.on("error", () => {});
-  await client.connect();
-  try {
+  await withPgClient(server.url(DATABASE), async (client) => {
     for (const { sql, bindings } of statements) {
       log(`EXPLAIN (ANALYZE, BUFFERS) — ${scenario.name}, ${why}: ${JSON.stringify(query)}`);
       log(`  bindings: ${JSON.stringify(bindings)}`);
@@ -134,9 +130,7 @@ export async function explain(
       for (const row of plan.rows as { "QUERY PLAN": string }[]) log(`    ${row["QUERY PLAN"]}`);
       log();
     }
-  } finally {
-    await client.end();
-  }
+  });
 }
 
 export async function printPlans(knex: Knex, server: PostgresServer, results: Result[]): Promise<void> {

@@ -1,8 +1,8 @@
 import type { Knex } from "knex";
 import knexFactory from "knex";
-import pg from "pg";
+import type pg from "pg";
 import { migrateLatest } from "../../shared/db/migrate.js";
-import { fixed, type PostgresServer } from "../lib.js";
+import { fixed, type PostgresServer, withPgClient } from "../lib.js";
 import { between, pick, rng, shuffled, zipf } from "./random.js";
 import {
   DATABASE,
@@ -176,15 +176,8 @@ export async function seed(knex: Knex): Promise<void> {
 
 // The bench database
 
-export async function admin<T>(server: PostgresServer, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: server.adminUrl });
-  client.on("error", () => {});
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
+export function admin<T>(server: PostgresServer, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  return withPgClient(server.adminUrl, work);
 }
 
 /** True when BENCH_KEEP_DATA=1 and the database already holds this exact seed. */
@@ -194,20 +187,17 @@ export async function reusable(server: PostgresServer): Promise<boolean> {
     c.query("select 1 from pg_database where datname = $1", [DATABASE]),
   );
   if (exists.rowCount === 0) return false;
-  const client = new pg.Client({ connectionString: server.url(DATABASE) });
-  client.on("error", () => {});
-  await client.connect();
-  try {
-    const found = await client.query("select 1 from bench_seed where listings = $1 and seed_version = $2", [
-      LISTINGS,
-      SEED_VERSION,
-    ]);
-    return (found.rowCount ?? 0) > 0;
-  } catch {
-    return false;
-  } finally {
-    await client.end();
-  }
+  return withPgClient(server.url(DATABASE), async (client) => {
+    try {
+      const found = await client.query("select 1 from bench_seed where listings = $1 and seed_version = $2", [
+        LISTINGS,
+        SEED_VERSION,
+      ]);
+      return (found.rowCount ?? 0) > 0;
+    } catch {
+      return false;
+    }
+  });
 }
 
 export async function recreateDatabase(server: PostgresServer): Promise<void> {

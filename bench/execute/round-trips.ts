@@ -1,8 +1,17 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { createInterface } from "node:readline";
-import pg from "pg";
-import { type EchoSpec, fixed, log, loud, postJson, sleep, table, withDatabase } from "../lib.js";
+import {
+  type EchoSpec,
+  fixed,
+  log,
+  loud,
+  postJson,
+  sleep,
+  table,
+  withDatabase,
+  withPgClient,
+} from "../lib.js";
 
 /**
  * Round trips per execute, counted after the timed runs (never during them: MONITOR slows Redis
@@ -58,23 +67,18 @@ interface Window {
 }
 
 async function readPg(adminUrl: string, database: string): Promise<PgCounters> {
-  const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 5000 });
-  await client.connect();
-  try {
-    const { rows } = await client.query(
-      "select xact_commit, tup_inserted, tup_updated from pg_stat_database where datname = $1",
-      [database],
-    );
-    const row = rows[0];
-    if (!row) throw new Error(`pg_stat_database has no row for ${database}`);
-    return {
-      xacts: Number(row.xact_commit),
-      inserted: Number(row.tup_inserted),
-      updated: Number(row.tup_updated),
-    };
-  } finally {
-    await client.end();
-  }
+  const { rows } = await withPgClient(adminUrl, (client) =>
+    client.query("select xact_commit, tup_inserted, tup_updated from pg_stat_database where datname = $1", [
+      database,
+    ]),
+  );
+  const row = rows[0];
+  if (!row) throw new Error(`pg_stat_database has no row for ${database}`);
+  return {
+    xacts: Number(row.xact_commit),
+    inserted: Number(row.tup_inserted),
+    updated: Number(row.tup_updated),
+  };
 }
 
 const minus = (a: PgCounters, b: PgCounters): PgCounters => ({

@@ -161,7 +161,7 @@ export async function resolvePostgresServer(
  * "The sixth round"). A bench runs this after its warm-up.
  */
 export async function vacuumAnalyzeDatabase(databaseUrl: string): Promise<void> {
-  await query(databaseUrl, "vacuum (analyze)");
+  await withPgClient(databaseUrl, (c) => c.query("vacuum (analyze)"));
 }
 
 /** Autovacuum's default thresholds: a table is analysed, or vacuumed, past 50 rows plus this share. */
@@ -185,8 +185,10 @@ export class AutovacuumStandIn {
     databaseUrl: string,
     log: (line: string) => void,
   ): Promise<AutovacuumStandIn | undefined> {
-    const [setting] = await query(databaseUrl, "select current_setting('autovacuum') as on");
-    if (setting?.on === "on") return undefined;
+    const { rows } = await withPgClient(databaseUrl, (c) =>
+      c.query("select current_setting('autovacuum') as on"),
+    );
+    if (rows[0]?.on === "on") return undefined;
     log("autovacuum is off on this server: the bench analyses and vacuums past autovacuum's thresholds");
     return new AutovacuumStandIn(databaseUrl, log);
   }
@@ -196,26 +198,27 @@ export class AutovacuumStandIn {
    * and vacuums each whose dead rows passed its vacuum threshold: what autovacuum would have done by now.
    */
   async catchUp(): Promise<void> {
-    const tables = await query(
-      this.databaseUrl,
-      `select s.relname as name, s.n_mod_since_analyze::float8 as changed, s.n_dead_tup::float8 as dead,
-              greatest(c.reltuples, 0)::float8 as rows
-         from pg_stat_user_tables s join pg_class c on c.oid = s.relid`,
-    );
-    const due = (count: number, rows: number, share: number) => count > AUTOVACUUM.baseRows + share * rows;
-    const work = tables.flatMap((t) => {
-      const vacuum = due(t.dead, t.rows, AUTOVACUUM.vacuumShare);
-      const analyze = due(t.changed, t.rows, AUTOVACUUM.analyzeShare);
-      if (!vacuum && !analyze) return [];
-      const name = `"${String(t.name).replaceAll('"', '""')}"`;
-      return [vacuum ? `vacuum (analyze) ${name}` : `analyze ${name}`];
+    await withPgClient(this.databaseUrl, async (client) => {
+      const { rows: tables } = await client.query(
+        `select s.relname as name, s.n_mod_since_analyze::float8 as changed, s.n_dead_tup::float8 as dead,
+                greatest(c.reltuples, 0)::float8 as rows
+           from pg_stat_user_tables s join pg_class c on c.oid = s.relid`,
+      );
+      const due = (count: number, rows: number, share: number) => count > AUTOVACUUM.baseRows + share * rows;
+      const work = tables.flatMap((t) => {
+        const vacuum = due(t.dead, t.rows, AUTOVACUUM.vacuumShare);
+        const analyze = due(t.changed, t.rows, AUTOVACUUM.analyzeShare);
+        if (!vacuum && !analyze) return [];
+        const name = `"${String(t.name).replaceAll('"', '""')}"`;
+        return [vacuum ? `vacuum (analyze) ${name}` : `analyze ${name}`];
+      });
+      if (work.length === 0) return;
+      const started = performance.now();
+      for (const statement of work) await client.query(statement);
+      this.log(
+        `  (${work.length} tables analysed or vacuumed in ${((performance.now() - started) / 1000).toFixed(1)} s)`,
+      );
     });
-    if (work.length === 0) return;
-    const started = performance.now();
-    for (const statement of work) await query(this.databaseUrl, statement);
-    this.log(
-      `  (${work.length} tables analysed or vacuumed in ${((performance.now() - started) / 1000).toFixed(1)} s)`,
-    );
   }
 
   /** catchUp every `everyMs` (autovacuum's own nap is a minute); the stop waits for one under way. */
@@ -231,12 +234,19 @@ export class AutovacuumStandIn {
   }
 }
 
-/** One statement on a connection of its own (maintenance statements run outside any transaction). */
-async function query(databaseUrl: string, text: string): Promise<Record<string, any>[]> {
-  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
+/**
+ * Runs `work` on a connection of its own, closed afterwards: what the benches' setup, maintenance and
+ * counters use (maintenance statements such as VACUUM run outside any transaction, so not on a pool).
+ */
+export async function withPgClient<T>(
+  connectionString: string,
+  work: (client: pg.Client) => Promise<T>,
+): Promise<T> {
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5000 });
+  client.on("error", () => {});
   await client.connect();
   try {
-    return (await client.query(text)).rows;
+    return await work(client);
   } finally {
     await client.end();
   }
