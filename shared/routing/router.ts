@@ -156,6 +156,9 @@ export function readTaskListings(task: string, options: { fresh?: boolean } = {}
     () => {},
   );
   const listings = read.then((r) => r.rows);
+  // Started ahead of the request's checks (a route's prefetch), so a refused request abandons it: its
+  // failure must not go unhandled (Node ends the process), while a reader that awaits still meets it.
+  listings.catch(() => {});
   if (!kept?.ids.length) return { listings };
   return { listings, circuits: { ids: kept.idSet, open: openCircuits(kept.ids) } };
 }
