@@ -15,12 +15,19 @@ export interface OutboxRow {
  * partial unsent index, which is full of dead entries under churn; the unique (queue, job_id) index is
  * exact, and coalesce keeps the first send time. One named statement whatever the batch's size (the ids
  * as one array): an `in (…)` list was a new text, parsed and planned, for every size of batch.
+ *
+ * Its transaction commits without waiting for the WAL flush (synchronous_commit off, set for this
+ * transaction only by the statement itself): a mark lost in a database crash only makes the sweeper send
+ * a job again, which is harmless (job ids are row ids; a finished invocation's run ends at once), and the
+ * flush it spares is one the execute path's own commits would otherwise queue behind. Inside the
+ * sweeper's transaction the same holds for the whole transaction.
  */
 export async function markOutboxSent(q: Db, queue: string, jobIds: string[]): Promise<void> {
   if (jobIds.length === 0) return;
   await preparedRaw(
     q,
     `update job_outbox set enqueued_at = coalesce(enqueued_at, now())
+       from (select set_config('synchronous_commit', 'off', true)) as async_commit
       where queue = ? and job_id = any(?::text[])`,
     [queue, jobIds],
   );

@@ -5,7 +5,7 @@ import type { ErrorCode } from "../errors.js";
 import { outputSchemaViolations } from "../kernel/json-schema.js";
 import { FetchFailure, safeFetch } from "../net/safe-fetch.js";
 import { inSpan, traceHeaders } from "../observability/tracing.js";
-import { activeSigningKey, signMessageOffThread } from "./request-signing.js";
+import { activeSigningKey, type SignatureHeaders, signMessageOffThread } from "./request-signing.js";
 import type { CallTarget, InvocationRow } from "./store/invocations.js";
 
 /** The longest any provider call may take, whatever a listing declares (spec: max_latency_ms 30000). */
@@ -51,31 +51,58 @@ export function messageId(invocationId: string, attemptNo: number): string {
   return `${invocationId}.${attemptNo}`;
 }
 
+/** One attempt's request body and its signature headers, for the call they were made for. */
+export interface SignedRequest {
+  invocationId: string;
+  listingId: string;
+  attemptNo: number;
+  body: string;
+  signature: SignatureHeaders;
+}
+
+/** Builds and signs an attempt's request (the invocation protocol's body, below). */
+export async function signRequest(
+  invocationId: string,
+  listingId: string,
+  attemptNo: number,
+  input: unknown,
+): Promise<SignedRequest> {
+  const body = JSON.stringify({
+    invocation_id: invocationId,
+    listing_id: listingId,
+    attempt: attemptNo,
+    input,
+  });
+  const signature = await signMessageOffThread(
+    await activeSigningKey(),
+    messageId(invocationId, attemptNo),
+    body,
+  );
+  return { invocationId, listingId, attemptNo, body, signature };
+}
+
 /**
  * The invocation protocol (docs/routing.md "Calling a provider"): POST JSON {invocation_id, listing_id, attempt,
  * input} with Idempotency-Key = invocation id, signed Standard Webhooks style with the platform key.
  * A 2xx JSON answer of {success: true, output} yields output; any other JSON value is the output
  * itself; output that breaks the listing's output_schema, success:false, non-JSON, 429/503 and other
- * statuses are failures classified for retry and fallback.
+ * statuses are failures classified for retry and fallback. `signed` is the request signed in advance
+ * (attempt 1 of a run claimed by its submitting request, signed while the claim was written); it is
+ * used only if it was made for this very call, else the request is signed now.
  */
 export async function callProvider(
   listing: CallTarget,
   invocation: InvocationRow,
   attemptNo: number,
+  signed?: Promise<SignedRequest>,
 ): Promise<ProviderResult> {
   const config = getConfig();
   const url = resolveEndpoint(listing.endpoint_url);
-  const body = JSON.stringify({
-    invocation_id: invocation.id,
-    listing_id: listing.id,
-    attempt: attemptNo,
-    input: invocation.input,
-  });
-  const signature = await signMessageOffThread(
-    await activeSigningKey(),
-    messageId(invocation.id, attemptNo),
-    body,
-  );
+  const early = signed && (await signed.catch(() => undefined));
+  const { body, signature } =
+    early?.invocationId === invocation.id && early.listingId === listing.id && early.attemptNo === attemptNo
+      ? early
+      : await signRequest(invocation.id, listing.id, attemptNo, invocation.input);
   let response: Awaited<ReturnType<typeof safeFetch>>;
   try {
     // A CLIENT span per seller call; the seller receives its trace context (traceparent) when tracing is on.

@@ -7,11 +7,18 @@ import { micros } from "../kernel/money.js";
 import { retryTransient } from "../money/index.js";
 import { providerAttempts } from "../observability/metrics.js";
 import type { QueuePayload } from "../queues.js";
-import { type CallGate, type EarlyGate, openCall, releaseEarlyGate } from "./call-gate.js";
+import { type CallGate, openCall, releaseEarlyGate } from "./call-gate.js";
 import { offerCompletion } from "./completions.js";
 import type { LimitedListing } from "./listing-limits.js";
 import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
-import { callProvider, MAX_PROVIDER_LATENCY_MS, type ProviderResult } from "./provider-call.js";
+import {
+  callProvider,
+  MAX_PROVIDER_LATENCY_MS,
+  type ProviderResult,
+  type SignedRequest,
+  signRequest,
+} from "./provider-call.js";
+import type { EarlyStart } from "./runs-here.js";
 import { runtimeProofDue, runtimeProofRecorded } from "./runtime-proof.js";
 import {
   type AttemptSnapshot,
@@ -206,13 +213,32 @@ function openCallTo(listing: GateTarget): Promise<CallGate> {
 }
 
 /**
- * Opens the early gate (call-gate.ts) for a run's first candidate, for as long as its call and record may
- * take; its failure is the run's to meet when it takes the gate, never an unhandled rejection.
+ * Runs work that overlaps a PostgreSQL statement (a call-gate script, signing attempt 1's request) once
+ * that statement has gone out (the claim's insert, the outcome's record): its round trip is the longer
+ * one, so it starts first, and the other work no longer delays it (docs/benchmarks.md "The eleventh round"). The statement is written
+ * within this turn of the event loop (the pool hands out an idle connection through promises only);
+ * setImmediate runs after that turn.
  */
-export function openEarlyGate(listing: GateTarget): EarlyGate {
-  const gate = openCallTo(listing);
+function afterStatementSent<T>(work: () => Promise<T>): Promise<T> {
+  return new Promise<void>((resolve) => setImmediate(resolve)).then(work);
+}
+
+/**
+ * Opens the early gate (call-gate.ts) for a run's first candidate, for as long as its call and record may
+ * take, and, given the run's invocation id and input, signs attempt 1's request to that candidate
+ * meanwhile (the input is the request's, in its own key order, not read back from PostgreSQL's jsonb).
+ * A failure of either is the run's to meet when it uses them, never an unhandled rejection.
+ */
+export function openEarlyGate(
+  listing: GateTarget,
+  run?: { invocationId: string; input: unknown },
+): EarlyStart {
+  const gate = afterStatementSent(() => openCallTo(listing));
   gate.catch(() => {});
-  return { listingId: listing.id, gate };
+  if (!run) return { listingId: listing.id, gate };
+  const request = afterStatementSent(() => signRequest(run.invocationId, listing.id, 1, run.input));
+  request.catch(() => {});
+  return { listingId: listing.id, gate, request };
 }
 
 /** Inserts the next attempt, or throws RunInProgress when a concurrent run took that number first. */
@@ -268,13 +294,14 @@ export interface LastFailure {
  * records the attempt, the outcome and the receipt (for the listing that served) in one statement. Safe
  * to run again, or twice at once, for the same id. `claimed` is a claim the submitting insert already made
  * (insertClaimedInvocation, for a run in the submitting process): the run starts from it, and `early` is
- * the call gate asked for its first candidate meanwhile (EarlyGate), given back if the run does not use it.
+ * the call gate asked for its first candidate meanwhile, with attempt 1's request signed (EarlyStart); the
+ * gate is given back if the run does not use it.
  */
 export async function runInvocation(
   payload: QueuePayload<"executions">,
   edge: EdgeSettlement,
   claimed?: RunClaim,
-  early?: EarlyGate,
+  early?: EarlyStart,
 ): Promise<ExecutionOutcome> {
   const first = early ? { early, taken: false } : undefined;
   try {
@@ -288,7 +315,7 @@ async function runClaimed(
   payload: QueuePayload<"executions">,
   edge: EdgeSettlement,
   claimed: RunClaim | undefined,
-  first: { early: EarlyGate; taken: boolean } | undefined,
+  first: { early: EarlyStart; taken: boolean } | undefined,
 ): Promise<ExecutionOutcome> {
   const claim = claimed ?? (await claimRun(db(), payload.invocation_id, RUN_TIMING));
   if (!claim) return "already_finished";
@@ -334,9 +361,11 @@ async function runClaimed(
       break;
     }
     let gate: CallGate;
+    let signed: Promise<SignedRequest> | undefined;
     if (first && !first.taken && first.early.listingId === target.id) {
       first.taken = true;
       gate = await first.early.gate;
+      signed = first.early.request;
     } else {
       gate = await openCallTo(target);
     }
@@ -360,21 +389,22 @@ async function runClaimed(
     callsMade += 1;
     let result: ProviderResult;
     try {
-      result = await callProvider(target, invocation, attemptNo);
+      result = await callProvider(target, invocation, attemptNo, signed);
     } catch (error) {
       await gate.finish(null);
       throw error;
     }
-    // One round trip frees the slot and tells the breaker how the call went; the outcome's record does
-    // not wait for it.
-    const finished = gate.finish(result.ok);
     // The outcome label is "succeeded" or an error code of the table: a bounded set.
     providerAttempts.inc({ outcome: result.ok ? "succeeded" : result.code });
+    // One round trip frees the slot and tells the breaker how the call went; the outcome's record does
+    // not wait for it, and a success's record goes out first.
     if (result.ok) {
-      const [outcome] = await Promise.all([succeed(invocation, target, attempt.id, result, edge), finished]);
+      const recorded = succeed(invocation, target, attempt.id, result, edge);
+      const finished = afterStatementSent(() => gate.finish(true));
+      const [outcome] = await Promise.all([recorded, finished]);
       return outcome;
     }
-    await finished;
+    await gate.finish(false);
     last = { code: result.code, message: result.message };
     const recorded = await finishAttempt(db(), attempt.id, {
       status: "failed",

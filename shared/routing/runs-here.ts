@@ -12,13 +12,24 @@
 // (docs/architecture.md "Executions run where they are submitted").
 
 import type { EarlyGate } from "./call-gate.js";
+import type { SignedRequest } from "./provider-call.js";
 import type { RunClaim } from "./store/invocations.js";
 
 /**
- * Runs one invocation to its end; with a claim when the submission already made it (one round trip), and
- * the call gate it asked for the first candidate meanwhile.
+ * What a request that claims a run here starts for the run's first candidate while the claim is being
+ * written (openEarlyGate in run-invocation.ts): the call gate and, when it knows the run, attempt 1's
+ * signed request. The run uses both for attempt 1's call, which still starts only after the attempt is
+ * recorded.
  */
-export type Runner = (invocationId: string, claim?: RunClaim, early?: EarlyGate) => Promise<unknown>;
+export interface EarlyStart extends EarlyGate {
+  request?: Promise<SignedRequest>;
+}
+
+/**
+ * Runs one invocation to its end; with a claim when the submission already made it (one round trip), and
+ * the call gate it asked for the first candidate meanwhile, with attempt 1's request signed.
+ */
+export type Runner = (invocationId: string, claim?: RunClaim, early?: EarlyStart) => Promise<unknown>;
 
 let runner: Runner | undefined;
 let slots = 0;
@@ -59,7 +70,7 @@ export interface RunSlot {
     invocationId: string,
     claim: RunClaim | undefined,
     after: AfterRun,
-    early?: EarlyGate,
+    early?: EarlyStart,
   ): Promise<boolean>;
   /** Gives the slot back unused (the insert failed or was not made). */
   release(): void;

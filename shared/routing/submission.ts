@@ -21,7 +21,7 @@ import { assertCustodyOpen, paidGate, retryTransient } from "../money/index.js";
 import { markJobSent } from "../outbox/index.js";
 import { enqueue, type JobWatch, timedWatch, watchJob } from "../queues.js";
 import { needsApproval, requestApproval } from "./approvals/approvals.js";
-import { type EarlyGate, releaseEarlyGate } from "./call-gate.js";
+import { releaseEarlyGate } from "./call-gate.js";
 import { openCircuits } from "./circuits.js";
 import { takeCompletion } from "./completions.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
@@ -36,7 +36,7 @@ import {
   type TaskRead,
 } from "./router.js";
 import { openEarlyGate, RUN_TIMING } from "./run-invocation.js";
-import { type RunSlot, reserveRunHere } from "./runs-here.js";
+import { type EarlyStart, type RunSlot, reserveRunHere } from "./runs-here.js";
 import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
 import { insertAwaitingInvocation } from "./store/approvals.js";
 import { claimIdempotencyKey, type IdempotencyRow } from "./store/idempotency.js";
@@ -407,9 +407,11 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   if (awaiting && work.kept) throw new CatalogMoved();
   const slot = awaiting ? undefined : reserveRunHere();
   const transaction = Boolean(key || paid || work.quote);
-  // Free unkeyed work claimed here asks the first candidate's call gate while the insert is written: the
-  // two round trips overlap. Not for a transaction, which may yet replay a key or refuse a quote.
-  const early = slot && !transaction ? openEarlyGate(work.listing) : undefined;
+  // Free unkeyed work claimed here asks the first candidate's call gate, and signs attempt 1's request,
+  // while the insert is written: the work overlaps the round trip. Not for a transaction, which may yet
+  // replay a key or refuse a quote.
+  const early =
+    slot && !transaction ? openEarlyGate(work.listing, { invocationId, input: row.input }) : undefined;
   let claim: RunClaim | undefined;
   const guard = work.kept ? catalogUnmoved(work.kept) : undefined;
   // A proved copy's candidates are what the claim would read: it is spared reading them again.
@@ -496,7 +498,7 @@ function runHere(
   invocationId: string,
   claim: RunClaim | undefined,
   requestId: string | undefined,
-  early?: EarlyGate,
+  early?: EarlyStart,
 ): JobWatch | undefined {
   const ended = slot.start(
     invocationId,

@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
+import type { Knex } from "knex";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HOUSEKEEPING } from "../../api/housekeeping.js";
 import type { ListingRow } from "../../shared/catalog/store/listings.js";
 import { db } from "../../shared/db/knex.js";
 import { purgeExpired, sweepOutbox } from "../../shared/outbox/outbox.js";
-import type { OutboxRow } from "../../shared/outbox/store.js";
+import { markOutboxSent, type OutboxRow } from "../../shared/outbox/store.js";
 import { getQueue } from "../../shared/queues.js";
 import {
   findInvocation,
@@ -129,6 +130,26 @@ describe("outbox sweeper (lossless enqueue)", () => {
     await sleep(500);
     expect(await receiptCount(invocation.id)).toBe(1);
     expect(callsFor(invocation.id)).toBe(1);
+  });
+
+  it("a sent mark commits without waiting for its WAL flush (a mark lost in a crash is the re-send above)", async () => {
+    const invocation = await commitWithoutEnqueue();
+    const setting = async (q: Knex.Transaction) =>
+      (await q.raw("show synchronous_commit")).rows[0].synchronous_commit as string;
+    await db().transaction(async (trx) => {
+      expect(await setting(trx)).toBe("on");
+      await markOutboxSent(trx, "executions", [invocation.id]);
+      // The statement set it for its own transaction only (set_config's is_local), as SET LOCAL does.
+      expect(await setting(trx)).toBe("off");
+    });
+    expect((await outboxRow(invocation.id)).enqueued_at).toBeInstanceOf(Date);
+    await db()("invocations")
+      .where({ id: invocation.id })
+      .update({
+        status: "failed",
+        error: JSON.stringify({ code: "INTERNAL_ERROR", message: "test cleanup" }),
+        completed_at: db().fn.now(),
+      });
   });
 
   it("a row already sent is not re-sent", async () => {

@@ -8,6 +8,7 @@ import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.j
 import { api } from "../helpers/http.js";
 import { waitFor } from "../helpers/processes.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
+import { checkPlatformSignature } from "../helpers/seller-verify.js";
 import { startService, type TestService } from "../helpers/service.js";
 
 // Executions run in the request that submitted them when the process also hosts the executions worker
@@ -58,6 +59,25 @@ describe("a run in the submitting process", () => {
     expect(row.started_at).not.toBeNull();
     // The mark is batched (a few ms): once set, the sweeper never sends this job.
     await waitFor("the outbox mark", async () => (await outboxRow(id))?.enqueued_at != null, 5000);
+  });
+
+  it("sends attempt 1 signed while the claim was written: it verifies, with the input in the request's key order", async () => {
+    const tag = `runs-here-signed-${Date.now()}`;
+    const listing = await buildListing({ endpointUrl: seller.url, tags: [tag] });
+    // jsonb keeps shorter keys first: read back from PostgreSQL, this input would be {"k":…,"longer_key":…}.
+    const res = await api("POST", "/api/execute", {
+      key: buyer.apiKey,
+      raw: `{"task":"${tag}","input":{"longer_key":1,"k":{"bb":2,"a":3}}}`,
+    });
+    expect(res.status).toBe(200);
+    const id = res.body.invocation_id;
+    const call = seller.calls.find((c) => c.body?.invocation_id === id)!;
+    expect(call.raw.toString("utf8")).toBe(
+      `{"invocation_id":"${id}","listing_id":"${listing.id}","attempt":1,"input":{"longer_key":1,"k":{"bb":2,"a":3}}}`,
+    );
+    expect(call.headers["webhook-id"]).toBe(`${id}.1`);
+    const jwks = (await api("GET", "/.well-known/jwks.json")).body;
+    expect(checkPlatformSignature(call.headers, call.raw, jwks)).toBeNull();
   });
 
   it("falls back to other candidates as the worker does, and records each attempt", async () => {
