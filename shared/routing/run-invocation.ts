@@ -215,9 +215,10 @@ function openCallTo(listing: GateTarget): Promise<CallGate> {
 /**
  * Runs work that overlaps a PostgreSQL statement (a call-gate script, signing attempt 1's request) once
  * that statement has gone out (the claim's insert, the outcome's record): its round trip is the longer
- * one, so it starts first, and the other work no longer delays it (docs/benchmarks.md "The eleventh round"). The statement is written
- * within this turn of the event loop (the pool hands out an idle connection through promises only);
- * setImmediate runs after that turn.
+ * one, so it starts first, and the other work no longer delays it. The statement is written within this
+ * turn of the event loop (the pool hands out an idle connection through promises only), and setImmediate
+ * runs after that turn; a trace of the service's writes shows the order (docs/benchmarks.md "The
+ * eleventh round").
  */
 function afterStatementSent<T>(work: () => Promise<T>): Promise<T> {
   return new Promise<void>((resolve) => setImmediate(resolve)).then(work);

@@ -85,6 +85,17 @@ function callsFor(invocationId: string): number {
   return seller.calls.filter((c) => c.body?.invocation_id === invocationId).length;
 }
 
+/** Leaves nothing half-done for other files' workers (they share this database): ends it as failed. */
+async function finishByHand(invocationId: string): Promise<void> {
+  await db()("invocations")
+    .where({ id: invocationId })
+    .update({
+      status: "failed",
+      error: JSON.stringify({ code: "INTERNAL_ERROR", message: "test cleanup" }),
+      completed_at: db().fn.now(),
+    });
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("outbox sweeper (lossless enqueue)", () => {
@@ -143,13 +154,7 @@ describe("outbox sweeper (lossless enqueue)", () => {
       expect(await setting(trx)).toBe("off");
     });
     expect((await outboxRow(invocation.id)).enqueued_at).toBeInstanceOf(Date);
-    await db()("invocations")
-      .where({ id: invocation.id })
-      .update({
-        status: "failed",
-        error: JSON.stringify({ code: "INTERNAL_ERROR", message: "test cleanup" }),
-        completed_at: db().fn.now(),
-      });
+    await finishByHand(invocation.id);
   });
 
   it("a row already sent is not re-sent", async () => {
@@ -166,14 +171,7 @@ describe("outbox sweeper (lossless enqueue)", () => {
     expect(callsFor(invocation.id)).toBe(0);
     expect((await outboxRow(invocation.id)).enqueued_at?.getTime()).toBe(sentAt.getTime());
 
-    // Leave nothing half-done for other files' workers: finish it by hand.
-    await db()("invocations")
-      .where({ id: invocation.id })
-      .update({
-        status: "failed",
-        error: JSON.stringify({ code: "INTERNAL_ERROR", message: "test cleanup" }),
-        completed_at: db().fn.now(),
-      });
+    await finishByHand(invocation.id);
   });
 
   it("a row younger than OUTBOX_STALE_AFTER_MS is left for the API's own enqueue", async () => {
