@@ -213,15 +213,15 @@ function openCallTo(listing: GateTarget): Promise<CallGate> {
 }
 
 /**
- * Runs work that overlaps a PostgreSQL statement (a call-gate script, signing attempt 1's request) once
- * that statement has gone out (the claim's insert, the outcome's record): its round trip is the longer
- * one, so it starts first, and the other work no longer delays it. The statement is written within this
- * turn of the event loop (the pool hands out an idle connection through promises only), and setImmediate
- * runs after that turn; a trace of the service's writes shows the order (docs/benchmarks.md "The
- * eleventh round").
+ * Resolves once the PostgreSQL statement started in this turn of the event loop has gone out (the claim's
+ * insert, the outcome's record), for the work that overlaps it (a call-gate script, signing attempt 1's
+ * request): the statement's round trip is the longer one, so it starts first, and that work no longer
+ * delays it. The statement is written within this turn (the pool hands out an idle connection through
+ * promises only), and setImmediate runs after it; a trace of the service's writes shows the order
+ * (docs/benchmarks.md "The eleventh round").
  */
-function afterStatementSent<T>(work: () => Promise<T>): Promise<T> {
-  return new Promise<void>((resolve) => setImmediate(resolve)).then(work);
+function statementSent(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /**
@@ -234,10 +234,11 @@ export function openEarlyGate(
   listing: GateTarget,
   run?: { invocationId: string; input: unknown },
 ): EarlyStart {
-  const gate = afterStatementSent(() => openCallTo(listing));
+  const sent = statementSent();
+  const gate = sent.then(() => openCallTo(listing));
   gate.catch(() => {});
   if (!run) return { listingId: listing.id, gate };
-  const request = afterStatementSent(() => signRequest(run.invocationId, listing.id, 1, run.input));
+  const request = sent.then(() => signRequest(run.invocationId, listing.id, 1, run.input));
   request.catch(() => {});
   return { listingId: listing.id, gate, request };
 }
@@ -401,7 +402,7 @@ async function runClaimed(
     // not wait for it, and a success's record goes out first.
     if (result.ok) {
       const recorded = succeed(invocation, target, attempt.id, result, edge);
-      const finished = afterStatementSent(() => gate.finish(true));
+      const finished = statementSent().then(() => gate.finish(true));
       const [outcome] = await Promise.all([recorded, finished]);
       return outcome;
     }
