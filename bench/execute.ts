@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { freePort } from "../shared/infra/free-port.js";
 import { findProfile, monotonicMicros, summariseProfile } from "./execute/cpu-profile.js";
 import { PAID_PRICE_USDC, retirePaidListings, setUpPaid } from "./execute/paid.js";
-import { type Peer, preflightPeer, startPeer } from "./execute/peer.js";
+import { type Floor, type Peer, preflightChat, startFloor, startPeer } from "./execute/peer.js";
 import {
   type Group,
   type InterleavedRound,
@@ -118,6 +118,7 @@ async function measureInterleaved(
   peer: { direct: EchoSpec; routed: EchoSpec },
   ours: { direct: EchoSpec; routed: EchoSpec },
   groups: Record<Group, number[]>,
+  floor?: EchoSpec,
 ): Promise<InterleavedRound[]> {
   const rounds: InterleavedRound[] = [];
   const run = (spec: EchoSpec, connections: number) => {
@@ -128,9 +129,13 @@ async function measureInterleaved(
     const first = i % 2 === 0 ? "ours" : "peer";
     const order = first === "ours" ? (["ours", "peer"] as const) : (["peer", "ours"] as const);
     const specs = { ours, peer };
-    const c1: Partial<Record<"ours" | "peer", { direct: Result; routed: Result }>> = {};
-    for (const side of order)
-      c1[side] = { direct: await run(specs[side].direct, 1), routed: await run(specs[side].routed, 1) };
+    const c1: Partial<Record<"ours" | "peer", { direct: Result; routed: Result; floor?: Result }>> = {};
+    for (const side of order) {
+      const direct = await run(specs[side].direct, 1);
+      const routed = await run(specs[side].routed, 1);
+      // The floor proxies to the peer's fake provider: measured in the peer's phase, beside its direct call.
+      c1[side] = { direct, routed, floor: side === "peer" && floor ? await run(floor, 1) : undefined };
+    }
     const c32: Partial<Record<"ours" | "peer", Result>> = {};
     for (const side of order) c32[side] = await run(specs[side].routed, 32);
     rounds.push({
@@ -139,6 +144,7 @@ async function measureInterleaved(
       oursRouted: c1.ours!.routed,
       peerDirect: c1.peer!.direct,
       peerRouted: c1.peer!.routed,
+      floor: c1.peer!.floor,
       oursRouted32: c32.ours!,
       peerRouted32: c32.peer!,
     });
@@ -225,13 +231,26 @@ async function run(): Promise<void> {
   else {
     const peer: Peer = await startPeer((child) => children.push(child));
     log(`peer: Portkey (pid ${peer.portkey.pid}), fake provider and seller (pid ${peer.upstream.pid})`);
-    await preflightPeer(peer);
+    // The floor of a durable router commits to the bench's database, so it needs that database's address.
+    let floor: Floor | undefined;
+    if (databaseUrl) {
+      floor = await startFloor(peer, databaseUrl, (child) => children.push(child));
+      log(`floor of a durable router (pid ${floor.process.pid}), on the same fake provider`);
+    } else
+      loud("the floor of a durable router is skipped: it needs the database's address (BENCH_DATABASE_URL)");
+    const floorSpecs = floor ? [floor.bare, floor.durable] : [];
+    await preflightChat([peer.direct, peer.routed, ...floorSpecs]);
     const { direct, execute } = echoScenarios(service.baseUrl, apiKey);
     await preflightEcho([direct, execute]);
     if (databaseUrl) await vacuumAnalyzeDatabase(databaseUrl);
-    const groups = { service: [service.pid], upstream: [peer.upstream.pid], portkey: [peer.portkey.pid] };
-    const results = await measureAll([peer.direct, peer.routed, direct, execute], groups);
-    const interleaved = await measureInterleaved(peer, { direct, routed: execute }, groups);
+    const groups = {
+      service: [service.pid],
+      upstream: [peer.upstream.pid],
+      portkey: [peer.portkey.pid],
+      floor: floor ? [floor.process.pid] : [],
+    };
+    const results = await measureAll([peer.direct, peer.routed, ...floorSpecs, direct, execute], groups);
+    const interleaved = await measureInterleaved(peer, { direct, routed: execute }, groups, floor?.durable);
 
     let paid: Awaited<ReturnType<typeof setUpPaid>> | undefined;
     if (databaseUrl) {
@@ -263,6 +282,7 @@ async function run(): Promise<void> {
     const roundResults = interleaved.flatMap((r) => [
       r.peerDirect,
       r.peerRouted,
+      ...(r.floor ? [r.floor] : []),
       r.oursDirect,
       r.oursRouted,
       r.peerRouted32,
@@ -274,10 +294,16 @@ async function run(): Promise<void> {
     }
     const pairs: Pair[] = [{ name: "free", direct: direct.scenario, routed: execute.scenario }];
     if (paid) pairs.push({ name: "paid", direct: paid.direct.scenario, routed: paid.execute.scenario });
+    const floorPair = (name: string, spec: EchoSpec) => ({
+      name,
+      direct: peer.direct.scenario,
+      routed: spec.scenario,
+    });
     printRatios(
       results,
       { name: "Portkey", direct: peer.direct.scenario, routed: peer.routed.scenario },
       pairs,
+      floor && { bare: floorPair("bare proxy", floor.bare), durable: floorPair("floor", floor.durable) },
     );
     printInterleaved(interleaved);
 
@@ -308,7 +334,12 @@ async function run(): Promise<void> {
     // The paid seller lives in the upstream process: stopped once nothing calls it any more.
     // What the paid rows' service printed, taken before it stops (its exit line is not a warning).
     if (paidService) paidOutput = tallySince(paidService, paidLinesBefore);
-    await Promise.all([peer.portkey.stop(), peer.upstream.stop(), paidService?.stop()]);
+    await Promise.all([
+      peer.portkey.stop(),
+      peer.upstream.stop(),
+      floor?.process.stop(),
+      paidService?.stop(),
+    ]);
   }
 
   if (databaseUrl) await runFallbackBench({ baseUrl: service.baseUrl, apiKey, databaseUrl, log, loud });

@@ -10,6 +10,7 @@ import { type EchoSpec, postJson, type Service, sleep, startChild } from "../lib
 
 const PORTKEY_SCRIPT = "node_modules/@portkey-ai/gateway/build/start-server.js";
 const UPSTREAM_SCRIPT = "dist/bench/execute/upstream.js";
+const FLOOR_SCRIPT = "dist/bench/execute/floor.js";
 const START_TIMEOUT_MS = 30_000;
 /** What the fake provider's completion says; the pre-flight checks that it came back. */
 const CHAT_CONTENT = "bench";
@@ -80,14 +81,50 @@ export async function startPeer(onStart: (child: Service) => void): Promise<Peer
   return { upstream, portkey, sellerUrl: `${upstreamUrl}/seller`, direct, routed };
 }
 
-/** One request each way before any load: 200 with the fake completion's content, else the bench stops. */
-export async function preflightPeer(peer: Peer): Promise<void> {
-  for (const spec of [peer.direct, peer.routed]) {
+/**
+ * The floor of a durable router (bench/execute/floor.ts), in a process of its own, proxying to the
+ * peer's fake provider: a bare Node proxy, and the same proxy with two durable commits.
+ */
+export interface Floor {
+  process: Service;
+  bare: EchoSpec;
+  durable: EchoSpec;
+}
+
+/** Starts the floor on the peer's fake provider, its rows in the bench's database. */
+export async function startFloor(
+  peer: Peer,
+  databaseUrl: string,
+  onStart: (child: Service) => void,
+): Promise<Floor> {
+  const port = await freePort();
+  const child = startChild({
+    script: FLOOR_SCRIPT,
+    args: [String(port), peer.direct.url, databaseUrl],
+    env: {},
+  });
+  onStart(child);
+  await waitForLine(child, /floor ready/, "the floor proxy");
+  const spec = (path: string, scenario: string): EchoSpec => ({
+    ...peer.direct,
+    scenario,
+    url: `http://127.0.0.1:${port}${path}`,
+  });
+  return {
+    process: child,
+    bare: spec("/bare", "floor: bare Node proxy → fake provider"),
+    durable: spec("/durable", "floor: Node proxy + 2 durable commits → fake provider"),
+  };
+}
+
+/** One request each before any load: 200 with the fake completion's content, else the bench stops. */
+export async function preflightChat(specs: readonly EchoSpec[]): Promise<void> {
+  for (const spec of specs) {
     const res = await postJson(spec.url, JSON.parse(spec.body), spec.headers);
     const content = res.json?.choices?.[0]?.message?.content;
     if (res.status !== 200 || content !== CHAT_CONTENT)
       throw new Error(
-        `peer pre-flight: ${spec.scenario} answered ${res.status}: ${JSON.stringify(res.json).slice(0, 600)}`,
+        `pre-flight: ${spec.scenario} answered ${res.status}: ${JSON.stringify(res.json).slice(0, 600)}`,
       );
   }
 }

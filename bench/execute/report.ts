@@ -2,7 +2,7 @@ import { fixed, type GroupMeasurement, log, loud, table } from "../lib.js";
 
 // The table and the ratios of `npm run bench:execute`: ours against the peer gateway, free and paid.
 
-export type Group = "service" | "upstream" | "portkey";
+export type Group = "service" | "upstream" | "portkey" | "floor";
 export type Result = GroupMeasurement<Group>;
 
 /** The issue's targets (performance issue, item 1). */
@@ -47,6 +47,7 @@ export function printResults(results: readonly Result[]): void {
         "service",
         "upstream",
         "portkey",
+        "floor",
         "postgres",
         "redis",
         "bench client",
@@ -59,6 +60,7 @@ export function printResults(results: readonly Result[]): void {
         fixed(m.cpu.groups.service.cores),
         fixed(m.cpu.groups.upstream.cores),
         fixed(m.cpu.groups.portkey.cores),
+        fixed(m.cpu.groups.floor.cores),
         fixed(m.cpu.postgres),
         fixed(m.cpu.redis),
         fixed(m.cpu.bench),
@@ -85,13 +87,27 @@ function find(results: readonly Result[], scenario: string, connections: number)
 
 const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
 
-/** Overheads at c=1, ours against the peer, and the issue's targets for each of ours. */
-export function printRatios(results: readonly Result[], peer: Pair, ours: readonly Pair[]): void {
+/** The floor's two scenarios (bench/execute/floor.ts), each against the fake provider called directly. */
+export interface FloorPairs {
+  bare: Pair;
+  durable: Pair;
+}
+
+/**
+ * Overheads at c=1, ours against the peer, and the issue's targets for each of ours; with the floor,
+ * where the free execute's overhead goes (printFloor).
+ */
+export function printRatios(
+  results: readonly Result[],
+  peer: Pair,
+  ours: readonly Pair[],
+  floor?: FloorPairs,
+): void {
   const overhead = (pair: Pair) => find(results, pair.routed, 1).p50Ms - find(results, pair.direct, 1).p50Ms;
   const peerOverhead = overhead(peer);
   const peer32 = find(results, peer.routed, 32).okPerSecond;
   log("Overhead at c=1: p50(routed) − p50(its direct call)");
-  for (const pair of [peer, ...ours])
+  for (const pair of [peer, ...(floor ? [floor.bare, floor.durable] : []), ...ours])
     log(
       `  ${pair.name.padEnd(12)} ${fixed(overhead(pair)).padStart(7)} ms  (${pair.routed} − ${pair.direct})`,
     );
@@ -119,6 +135,37 @@ export function printRatios(results: readonly Result[], peer: Pair, ours: readon
     );
   }
   log();
+  const free = ours.find((pair) => pair.name === "free");
+  if (floor && free)
+    printFloor({
+      peer: peerOverhead,
+      bare: overhead(floor.bare),
+      floor: overhead(floor.durable),
+      ours: overhead(free),
+    });
+}
+
+/**
+ * The free execute's overhead split against the floor of a durable router (c=1 overheads of this run):
+ * what any proxy pays, what two durable commits add, and what is left for Portkey's and our own work.
+ */
+function printFloor(o: { peer: number; bare: number; floor: number; ours: number }): void {
+  const line = (what: string, ms: number, note = "") =>
+    log(`  ${what.padEnd(52)} ${fixed(ms).padStart(6)} ms${note ? `  ${note}` : ""}`);
+  log("Where the free overhead goes, against the floor of a durable router (c=1 overheads above)");
+  line("a bare Node proxy", o.bare);
+  line("the floor: that proxy + two durable commits", o.floor, `(${fixed(o.floor / o.peer, 2)}× Portkey's)`);
+  line("Portkey's own work above a bare proxy", o.peer - o.bare);
+  line(
+    "our router's own work above the floor",
+    o.ours - o.floor,
+    `(free ${fixed(o.ours)} − floor ${fixed(o.floor)})`,
+  );
+  line(
+    `what ${TARGETS.overheadVsPeer}× Portkey's leaves for it above the floor`,
+    TARGETS.overheadVsPeer * o.peer - o.floor,
+  );
+  log();
 }
 
 /** One interleaved round of the free execute against the peer (measureInterleaved in execute.ts). */
@@ -128,6 +175,8 @@ export interface InterleavedRound {
   /** c=1: the peer's direct and routed calls, ours. */
   peerDirect: Result;
   peerRouted: Result;
+  /** c=1: the floor's durable proxy (bench/execute/floor.ts), in the peer's phase; when it ran. */
+  floor?: Result;
   oursDirect: Result;
   oursRouted: Result;
   /** c=32: the routed calls. */
@@ -151,6 +200,7 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
       first: r.first,
       ours,
       peer,
+      floor: r.floor ? r.floor.p50Ms - r.peerDirect.p50Ms : undefined,
       overheadRatio: ours / peer,
       p99: r.oursRouted.p99Ms,
       rate: r.oursRouted32.okPerSecond,
@@ -162,6 +212,10 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
     `Free execute against the peer, interleaved: ${rounds.length} more rounds, each side in turn first ` +
       "(the machine's speed drifts within a run; a pair measured back to back shares its phase)",
   );
+  // The floor's columns (its overhead, and ours above it) only when every round measured it.
+  const floors = rows.every((r) => r.floor !== undefined) ? rows.map((r) => r.floor!) : undefined;
+  const floorCells = (floor: number | undefined, ours: number) =>
+    floors && floor !== undefined ? [fixed(floor), fixed(ours - floor)] : [];
   log(
     table(
       [
@@ -169,6 +223,7 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
         "first",
         "overhead ours / Portkey ms",
         "ratio",
+        ...(floors ? ["floor ms", "ours − floor ms"] : []),
         "p99 c=1 ms",
         "c=32 ours / Portkey /s",
         "ratio",
@@ -179,6 +234,7 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
           r.first,
           `${fixed(r.ours)} / ${fixed(r.peer)}`,
           `${fixed(r.overheadRatio, 1)}×`,
+          ...floorCells(r.floor, r.ours),
           fixed(r.p99),
           `${fixed(r.rate, 0)} / ${fixed(r.peerRate, 0)}`,
           `${fixed(r.rateRatio, 2)}×`,
@@ -188,6 +244,7 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
           "",
           `${fixed(median(rows.map((r) => r.ours)))} / ${fixed(median(rows.map((r) => r.peer)))}`,
           `${fixed(median(rows.map((r) => r.overheadRatio)), 1)}×`,
+          ...(floors ? [fixed(median(floors)), fixed(median(rows.map((r) => r.ours - r.floor!)))] : []),
           fixed(median(rows.map((r) => r.p99))),
           `${fixed(median(rows.map((r) => r.rate)), 0)} / ${fixed(median(rows.map((r) => r.peerRate)), 0)}`,
           `${fixed(median(rows.map((r) => r.rateRatio)), 2)}×`,

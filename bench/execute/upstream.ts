@@ -1,4 +1,5 @@
-import http from "node:http";
+import type http from "node:http";
+import { answer, portArgument, readBody, serveBare } from "../lib/bare-http.js";
 
 /**
  * The upstreams of `npm run bench:execute`, in a process of their own so that their CPU is metered
@@ -24,19 +25,6 @@ const COMPLETION = JSON.stringify({
   usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
 });
 
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.on("error", reject);
-  });
-}
-
-function answer(res: http.ServerResponse, status: number, body: string): void {
-  res.writeHead(status, { "content-type": "application/json" }).end(body);
-}
-
 async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const body = await readBody(req);
   if (req.method !== "POST") return answer(res, 405, '{"error":"POST only"}');
@@ -53,14 +41,4 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse): Prom
   answer(res, 404, '{"error":"not found"}');
 }
 
-const port = Number(process.argv[2]);
-if (!Number.isInteger(port) || port <= 0) {
-  console.error("usage: node dist/bench/execute/upstream.js <port>");
-  process.exit(2);
-}
-const server = http.createServer((req, res) => {
-  handle(req, res).catch((err: Error) => answer(res, 500, JSON.stringify({ error: err.message })));
-});
-server.keepAliveTimeout = 60_000;
-server.listen(port, "127.0.0.1", () => console.log("upstream ready"));
-process.once("SIGTERM", () => server.close(() => process.exit(0)));
+serveBare(portArgument("node dist/bench/execute/upstream.js <port>"), "upstream ready", handle);
