@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { catalogUnmoved, checkListingInput, type ListingRow, requireListing } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
@@ -14,6 +13,7 @@ import {
   scopesExcludeTask,
   withinPerCallLimit,
 } from "../identity/index.js";
+import { newTimeOrderedId } from "../kernel/ids.js";
 import { inputMatches } from "../kernel/json-schema.js";
 import { formatUsdc, micros, parseUsdc } from "../kernel/money.js";
 import { logger } from "../log.js";
@@ -379,7 +379,7 @@ const provedClaims = new GroupCommit<ProvedClaim, RunClaim | undefined>(
  * (docs/payments.md "Approvals").
  */
 async function createInvocation(principal: Principal, work: NewWork, requestId: string): Promise<Submission> {
-  const invocationId = randomUUID();
+  const invocationId = newTimeOrderedId();
   const key = work.idempotencyKey;
   // Only a keyed request is ever compared with another (claim and replay): no key, no fingerprint.
   const print = key ? fingerprint(work.operation, work.fingerprintPayload) : "";

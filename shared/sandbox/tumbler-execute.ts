@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { checkListingInput, findListing, type ListingRow, toolUnavailableReason } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
@@ -10,7 +9,7 @@ import {
   scopeExclusion,
   scopesExcludeTask,
 } from "../identity/index.js";
-import { isUuid } from "../kernel/ids.js";
+import { isUuid, newTimeOrderedId } from "../kernel/ids.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import { type PaidGate, retryTransient } from "../money/index.js";
 import {
@@ -172,7 +171,7 @@ export async function executeSandboxQuote(
   checkListingInput(listing, input);
 
   const amountMicros = micros(quote.amount_micros);
-  const invocationId = randomUUID();
+  const invocationId = newTimeOrderedId();
   const row: NewInvocation = {
     id: invocationId,
     agent_id: principal.agentId,

@@ -1,9 +1,8 @@
-import { randomUUID } from "node:crypto";
 import { checkListingInput, findListing, type ListingRow, requireListing } from "../catalog/index.js";
 import { authorizationUsed } from "../chain/eip3009.js";
 import { db } from "../db/knex.js";
 import { AppError, ERRORS, type ErrorCode, paidExecutionUnavailable } from "../errors.js";
-import { isUuid } from "../kernel/ids.js";
+import { isUuid, newTimeOrderedId } from "../kernel/ids.js";
 import { micros } from "../kernel/money.js";
 import { logger } from "../log.js";
 import {
@@ -218,7 +217,7 @@ async function commit(p: Purchase, requirements: Record<string, unknown>): Promi
   const { quote, listing, decoded } = p;
   const presented = decoded!.presented;
   const a = presented.authorization;
-  const invocationId = randomUUID();
+  const invocationId = newTimeOrderedId();
   try {
     return await retryTransient(() =>
       db().transaction(async (trx) => {
