@@ -19,6 +19,8 @@ import {
  *
  * - PostgreSQL transactions and rows from pg_stat_database (xact_commit, tup_inserted, tup_updated of
  *   the bench database), read from another database so the reads do not count themselves;
+ * - the write-ahead log written meanwhile (pg_current_wal_lsn; server-wide, so anything else the server
+ *   runs counts too): what each durable commit waits to flush;
  * - PostgreSQL statements from the service's own `agentmarket_db_statements_total` (knex's query
  *   event, BEGIN and COMMIT included), minus what one /metrics scrape itself runs;
  * - Redis round trips and commands from `redis-cli MONITOR`, kept to the service's own connections
@@ -54,6 +56,8 @@ interface PgCounters {
   xacts: number;
   inserted: number;
   updated: number;
+  /** Bytes of write-ahead log, server-wide. */
+  wal: number;
 }
 
 interface Window {
@@ -68,9 +72,11 @@ interface Window {
 
 async function readPg(adminUrl: string, database: string): Promise<PgCounters> {
   const { rows } = await withPgClient(adminUrl, (client) =>
-    client.query("select xact_commit, tup_inserted, tup_updated from pg_stat_database where datname = $1", [
-      database,
-    ]),
+    client.query(
+      `select xact_commit, tup_inserted, tup_updated, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') as wal
+         from pg_stat_database where datname = $1`,
+      [database],
+    ),
   );
   const row = rows[0];
   if (!row) throw new Error(`pg_stat_database has no row for ${database}`);
@@ -78,6 +84,7 @@ async function readPg(adminUrl: string, database: string): Promise<PgCounters> {
     xacts: Number(row.xact_commit),
     inserted: Number(row.tup_inserted),
     updated: Number(row.tup_updated),
+    wal: Number(row.wal),
   };
 }
 
@@ -85,6 +92,7 @@ const minus = (a: PgCounters, b: PgCounters): PgCounters => ({
   xacts: a.xacts - b.xacts,
   inserted: a.inserted - b.inserted,
   updated: a.updated - b.updated,
+  wal: a.wal - b.wal,
 });
 
 /** The service's statement counter from its /metrics (METRICS_TOKEN sent when set). */
@@ -284,6 +292,7 @@ function report(windows: Window[], scrapeCost: number, withRedis: boolean): void
       per(w.pg.xacts),
       per(w.pg.inserted),
       per(w.pg.updated),
+      fixed(w.pg.wal / n / 1024, 1),
       w.redis ? per(w.redis.roundTrips) : "n/a",
       w.redis ? per(w.redis.commands) : "n/a",
     ];
@@ -298,6 +307,7 @@ function report(windows: Window[], scrapeCost: number, withRedis: boolean): void
         "pg transactions",
         "rows inserted",
         "rows updated",
+        "WAL kB",
         "redis round trips",
         "redis commands",
       ],
