@@ -1,0 +1,194 @@
+import { isAbsolute, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort } from "../shared/infra/free-port.js";
+import { SERVICE_NODE_FLAGS } from "../shared/infra/node-flags.js";
+import {
+  echoScenarios,
+  fixed,
+  log,
+  measure,
+  register,
+  reportFailures,
+  runBench,
+  type Service,
+  startChild,
+  table,
+  vacuumAnalyzeDatabase,
+  waitForHealth,
+  warmUp,
+  withDatabase,
+  withPgClient,
+} from "./lib.js";
+
+/**
+ * `npm run bench:ab`: this checkout against another build of the project, paired, on the same data.
+ * Within one `bench:execute` run this machine's speed drifts by more than most single levers gain
+ * (docs/benchmarks.md "The twelfth round"), so a lever is measured here: two all-in-one services, the
+ * baseline's (BENCH_AB_BASELINE, a checkout with `npm ci && npm run build` done) and this one's, each on
+ * its own copy of one template database (BENCH_AB_TEMPLATE, default agentmarket_bench: the history a
+ * deployment has), on the machine's PostgreSQL and Redis. Each round, each side in turn (the side going
+ * first alternating): the direct echo and the free execute at c=1, then the execute at c=32; both copies
+ * vacuumed and analysed before each round. Prints each round's overheads and rates, the paired
+ * differences, their medians and how often this side won. Never fails on the figures.
+ *
+ * BENCH_SECONDS (default 8) per run, BENCH_AB_ROUNDS (default 6). The template must not be migrated past
+ * what the baseline knows (its service refuses a database with migrations it lacks): run the baseline's
+ * `bench:execute` first, or give it a template of its own. The copies are dropped at the end.
+ */
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 6);
+const TEMPLATE = process.env.BENCH_AB_TEMPLATE ?? "agentmarket_bench";
+const SERVER = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const REDIS = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
+const WARM_UP = { echo: 2000, execute: 3000 };
+const HEALTH_TIMEOUT_MS = 90_000;
+
+type Side = "baseline" | "this";
+
+interface Running {
+  service: Service;
+  database: string;
+  apiKey: string;
+}
+
+interface Round {
+  first: Side;
+  overhead: Record<Side, number>;
+  rate32: Record<Side, number>;
+}
+
+const children: Service[] = [];
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+async function copyTemplate(database: string): Promise<string> {
+  await withPgClient(SERVER, async (c) => {
+    await c.query(`drop database if exists "${database}" with (force)`);
+    await c.query(`create database "${database}" template "${TEMPLATE}"`);
+  });
+  return withDatabase(SERVER, database);
+}
+
+async function start(side: Side, root: string): Promise<Running> {
+  const database = `agentmarket_ab_${side}`;
+  const url = await copyTemplate(database);
+  const port = await freePort();
+  const service = startChild({
+    script: join(root, "dist/api/all-in-one.js"),
+    port,
+    nodeArgs: [...SERVICE_NODE_FLAGS],
+    env: { DATABASE_URL: url, REDIS_URL: REDIS, QUEUE_PREFIX: `{amab-${side}}` },
+  });
+  children.push(service);
+  await waitForHealth(service, HEALTH_TIMEOUT_MS);
+  log(`${side}: ${root} (pid ${service.pid}) on ${database}`);
+  return { service, database, apiKey: await register(service.baseUrl) };
+}
+
+async function run(): Promise<void> {
+  if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
+  if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error("BENCH_AB_ROUNDS must be a whole number ≥ 1");
+  const baseline = process.env.BENCH_AB_BASELINE;
+  if (!baseline) throw new Error("set BENCH_AB_BASELINE to another checkout of the project, built");
+  const roots: Record<Side, string> = {
+    baseline: isAbsolute(baseline) ? baseline : resolve(baseline),
+    this: fileURLToPath(new URL("../../", import.meta.url)),
+  };
+  const sides: Record<Side, Running> = {
+    baseline: await start("baseline", roots.baseline),
+    this: await start("this", roots.this),
+  };
+  const specs = (side: Side) => echoScenarios(sides[side].service.baseUrl, sides[side].apiKey);
+  for (const side of ["baseline", "this"] as const) {
+    await warmUp({ ...specs(side).direct, connections: 4 }, WARM_UP.echo);
+    await warmUp({ ...specs(side).execute, connections: 4 }, WARM_UP.execute);
+  }
+  const go = async (side: Side, spec: "direct" | "execute", connections: number) => {
+    const m = await measure({ ...specs(side)[spec], connections, seconds: SECONDS }, sides[side].service.pid);
+    reportFailures(m, `${side} ${m.scenario} c=${connections}`);
+    return m;
+  };
+  const rounds: Round[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    for (const side of ["baseline", "this"] as const)
+      await vacuumAnalyzeDatabase(withDatabase(SERVER, sides[side].database));
+    const order: Side[] = i % 2 === 0 ? ["baseline", "this"] : ["this", "baseline"];
+    log(`round ${i + 1}: ${order[0]} first…`);
+    const overhead = {} as Record<Side, number>;
+    for (const side of order) {
+      const direct = await go(side, "direct", 1);
+      overhead[side] = (await go(side, "execute", 1)).p50Ms - direct.p50Ms;
+    }
+    const rate32 = {} as Record<Side, number>;
+    for (const side of order) rate32[side] = (await go(side, "execute", 32)).okPerSecond;
+    rounds.push({ first: order[0]!, overhead, rate32 });
+  }
+  report(rounds);
+  await Promise.all(Object.values(sides).map((s) => s.service.stop()));
+  await withPgClient(SERVER, async (c) => {
+    for (const s of Object.values(sides))
+      await c.query(`drop database if exists "${s.database}" with (force)`);
+  });
+}
+
+function report(rounds: readonly Round[]): void {
+  log();
+  log(
+    "Free execute, this checkout against the baseline, paired rounds (overhead = p50 execute − p50 direct echo)",
+  );
+  const diff = (r: Round) => r.overhead.this - r.overhead.baseline;
+  const gain = (r: Round) => r.rate32.this / r.rate32.baseline - 1;
+  log(
+    table(
+      [
+        "round",
+        "first",
+        "overhead baseline / this ms",
+        "this − baseline ms",
+        "c=32 baseline / this /s",
+        "c=32 change",
+      ],
+      [
+        ...rounds.map((r, i) => [
+          String(i + 1),
+          r.first,
+          `${fixed(r.overhead.baseline, 3)} / ${fixed(r.overhead.this, 3)}`,
+          fixed(diff(r), 3),
+          `${fixed(r.rate32.baseline, 0)} / ${fixed(r.rate32.this, 0)}`,
+          `${fixed(100 * gain(r), 1)} %`,
+        ]),
+        [
+          "median",
+          "",
+          `${fixed(median(rounds.map((r) => r.overhead.baseline)), 3)} / ${fixed(median(rounds.map((r) => r.overhead.this)), 3)}`,
+          fixed(median(rounds.map(diff)), 3),
+          `${fixed(median(rounds.map((r) => r.rate32.baseline)), 0)} / ${fixed(median(rounds.map((r) => r.rate32.this)), 0)}`,
+          `${fixed(100 * median(rounds.map(gain)), 1)} %`,
+        ],
+      ],
+    ),
+  );
+  log(
+    `this checkout's overhead was lower in ${rounds.filter((r) => diff(r) < 0).length} of ${rounds.length} rounds, ` +
+      `its c=32 rate higher in ${rounds.filter((r) => gain(r) > 0).length} of ${rounds.length}`,
+  );
+  // Going first in a round has measured an advantage of its own at c=1 (0.05–0.08 ms in an A/A of one
+  // build against itself): the mean of each order's mean difference cancels it.
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const byOrder = (first: Side) => rounds.filter((r) => r.first === first).map(diff);
+  if (byOrder("this").length && byOrder("baseline").length) {
+    const thisFirst = mean(byOrder("this"));
+    const baselineFirst = mean(byOrder("baseline"));
+    log(
+      `order-balanced c=1 difference (this − baseline): ${fixed((thisFirst + baselineFirst) / 2, 3)} ms ` +
+        `(this first: ${fixed(thisFirst, 3)}, baseline first: ${fixed(baselineFirst, 3)}; ` +
+        `the advantage of going first: ${fixed((baselineFirst - thisFirst) / 2, 3)} ms)`,
+    );
+  }
+}
+
+await runBench(run, () => children);
