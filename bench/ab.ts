@@ -6,9 +6,13 @@ import {
   echoScenarios,
   fixed,
   log,
+  mean,
   measure,
+  median,
+  type PostgresServer,
   register,
   reportFailures,
+  resolvePostgresServer,
   runBench,
   type Service,
   startChild,
@@ -16,7 +20,6 @@ import {
   vacuumAnalyzeDatabase,
   waitForHealth,
   warmUp,
-  withDatabase,
   withPgClient,
 } from "./lib.js";
 
@@ -26,7 +29,7 @@ import {
  * (docs/benchmarks.md "The twelfth round"), so a lever is measured here: two all-in-one services, the
  * baseline's (BENCH_AB_BASELINE, a checkout with `npm ci && npm run build` done) and this one's, each on
  * its own copy of one template database (BENCH_AB_TEMPLATE, default agentmarket_bench: the history a
- * deployment has), on the machine's PostgreSQL and Redis. Each round, each side in turn (the side going
+ * deployment has), on the machine's PostgreSQL and Redis (or BENCH_DATABASE_URL's server and BENCH_REDIS_URL). Each round, each side in turn (the side going
  * first alternating): the direct echo and the free execute at c=1, then the execute at c=32; both copies
  * vacuumed and analysed before each round. Prints each round's overheads and rates, the paired
  * differences, their medians and how often this side won. Never fails on the figures.
@@ -39,7 +42,6 @@ import {
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 6);
 const TEMPLATE = process.env.BENCH_AB_TEMPLATE ?? "agentmarket_bench";
-const SERVER = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const REDIS = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 const WARM_UP = { echo: 2000, execute: 3000 };
 const HEALTH_TIMEOUT_MS = 90_000;
@@ -59,23 +61,18 @@ interface Round {
 }
 
 const children: Service[] = [];
-const median = (xs: number[]) => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
-async function copyTemplate(database: string): Promise<string> {
-  await withPgClient(SERVER, async (c) => {
+async function copyTemplate(server: PostgresServer, database: string): Promise<string> {
+  await withPgClient(server.adminUrl, async (c) => {
     await c.query(`drop database if exists "${database}" with (force)`);
     await c.query(`create database "${database}" template "${TEMPLATE}"`);
   });
-  return withDatabase(SERVER, database);
+  return server.url(database);
 }
 
-async function start(side: Side, root: string): Promise<Running> {
+async function start(server: PostgresServer, side: Side, root: string): Promise<Running> {
   const database = `agentmarket_ab_${side}`;
-  const url = await copyTemplate(database);
+  const url = await copyTemplate(server, database);
   const port = await freePort();
   const service = startChild({
     script: join(root, "dist/api/all-in-one.js"),
@@ -98,9 +95,12 @@ async function run(): Promise<void> {
     baseline: isAbsolute(baseline) ? baseline : resolve(baseline),
     this: fileURLToPath(new URL("../../", import.meta.url)),
   };
+  // The template is never the admin connection: a copy needs the template free of connections.
+  const server = await resolvePostgresServer(TEMPLATE);
+  if (!server) throw new Error("no PostgreSQL: set BENCH_DATABASE_URL or run one on 127.0.0.1:5432");
   const sides: Record<Side, Running> = {
-    baseline: await start("baseline", roots.baseline),
-    this: await start("this", roots.this),
+    baseline: await start(server, "baseline", roots.baseline),
+    this: await start(server, "this", roots.this),
   };
   const specs = (side: Side) => echoScenarios(sides[side].service.baseUrl, sides[side].apiKey);
   for (const side of ["baseline", "this"] as const) {
@@ -115,7 +115,7 @@ async function run(): Promise<void> {
   const rounds: Round[] = [];
   for (let i = 0; i < ROUNDS; i++) {
     for (const side of ["baseline", "this"] as const)
-      await vacuumAnalyzeDatabase(withDatabase(SERVER, sides[side].database));
+      await vacuumAnalyzeDatabase(server.url(sides[side].database));
     const order: Side[] = i % 2 === 0 ? ["baseline", "this"] : ["this", "baseline"];
     log(`round ${i + 1}: ${order[0]} first…`);
     const overhead = {} as Record<Side, number>;
@@ -129,7 +129,7 @@ async function run(): Promise<void> {
   }
   report(rounds);
   await Promise.all(Object.values(sides).map((s) => s.service.stop()));
-  await withPgClient(SERVER, async (c) => {
+  await withPgClient(server.adminUrl, async (c) => {
     for (const s of Object.values(sides))
       await c.query(`drop database if exists "${s.database}" with (force)`);
   });
@@ -178,7 +178,6 @@ function report(rounds: readonly Round[]): void {
   );
   // Going first in a round has measured an advantage of its own at c=1 (0.05–0.08 ms in an A/A of one
   // build against itself): the mean of each order's mean difference cancels it.
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const byOrder = (first: Side) => rounds.filter((r) => r.first === first).map(diff);
   if (byOrder("this").length && byOrder("baseline").length) {
     const thisFirst = mean(byOrder("this"));

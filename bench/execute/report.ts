@@ -1,4 +1,4 @@
-import { fixed, type GroupMeasurement, log, loud, table } from "../lib.js";
+import { fixed, type GroupMeasurement, log, loud, median, table } from "../lib.js";
 
 // The table and the ratios of `npm run bench:execute`: ours against the peer gateway, free and paid.
 
@@ -183,12 +183,6 @@ export interface InterleavedRound {
   peerRouted32: Result;
   oursRouted32: Result;
 }
-
-const median = (xs: number[]) => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
 /** Each round's overhead and throughput ratios, and their medians. */
 export function printInterleaved(rounds: readonly InterleavedRound[]): void {

@@ -1,7 +1,15 @@
-// Small statistics over a time series: means, a least-squares slope, and a one-line sparkline.
+// Small statistics over a series: means, medians, a least-squares slope, and a one-line sparkline.
 
 export function mean(values: readonly number[]): number {
   return values.length === 0 ? Number.NaN : values.reduce((sum, v) => sum + v, 0) / values.length;
+}
+
+/** The middle value, or the mean of the two middle ones; NaN for no values. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** The least-squares slope of ys over xs (units of y per unit of x); NaN with fewer than two points. */
