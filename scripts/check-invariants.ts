@@ -2,8 +2,9 @@
 // "Invariants") against the database at DATABASE_URL and, when REDIS_URL is set, the executions queue
 // (QUEUE_PREFIX). Read-only: it writes nothing, so an operator may run it against production.
 //
-//   npm run check:invariants [-- --grace-seconds N]   (open invocations younger than N s, default 30,
-//                                                      are in flight between commit and enqueue)
+//   npm run check:invariants [-- --grace-seconds N]   (open invocations younger than N s, default 60,
+//                                                      may be in flight: between commit and enqueue, or
+//                                                      run in the submitting process)
 //
 // Prints one line per violation and a summary; exits 0 when every invariant holds, 1 when any is
 // broken, 2 when it could not check (no database, bad configuration).
@@ -12,11 +13,11 @@ import { parseArgs } from "node:util";
 import { getConfig } from "../shared/config.js";
 import { closeDb, db } from "../shared/db/knex.js";
 import { closeQueues, getQueue } from "../shared/queues.js";
-import { checkInvariants } from "../shared/system/index.js";
+import { checkInvariants, LIVE_JOB_GRACE_SECONDS } from "../shared/system/index.js";
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { "grace-seconds": { type: "string", default: "30" } } });
-  const graceSeconds = Number(values["grace-seconds"]);
+  const { values } = parseArgs({ options: { "grace-seconds": { type: "string" } } });
+  const graceSeconds = Number(values["grace-seconds"] ?? LIVE_JOB_GRACE_SECONDS);
   if (!Number.isFinite(graceSeconds) || graceSeconds < 0)
     throw new Error("--grace-seconds takes a number ≥ 0");
   const useRedis = Boolean(getConfig().redisUrl);

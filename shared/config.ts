@@ -385,7 +385,7 @@ export const SETTINGS = {
   executeInProcess: bool(
     "EXECUTE_IN_PROCESS",
     true,
-    "in a process hosting both the API and the executions worker (npm start), run an execution in the request that submitted it instead of through the queue (docs/architecture.md)",
+    "in a process hosting both the API and the executions worker (npm start), run an execution in the request that submitted it instead of through the queue (docs/architecture.md); only while `EXECUTIONS_RECOVERY_INTERVAL_MS` is above 0, since that sweep is what finishes such a run if the process dies",
   ),
   workerLockDurationMs: int(
     "WORKER_LOCK_DURATION_MS",
@@ -656,7 +656,7 @@ export const SETTINGS = {
   executionsRecoveryIntervalMs: intervalOrOff(
     "EXECUTIONS_RECOVERY_INTERVAL_MS",
     30000,
-    "how often each executions worker ends invocations whose job the queue gave up on (or lost) without ending them; 0 disables it",
+    "how often each executions worker ends invocations whose job the queue gave up on (or lost) without ending them, and sends a job for a run here whose process died; 0 disables it (and running executions in the submitting request)",
   ),
   settlementRecoveryIntervalMs: intervalOrOff(
     "SETTLEMENT_RECOVERY_INTERVAL_MS",

@@ -31,12 +31,13 @@ export const runExecutionHere: Runner = (invocationId, claim, early) =>
 
 /**
  * Lets the API of this process run executions in the requests that submit them (runs-here.ts), as many
- * at once as the worker's concurrency, when EXECUTE_IN_PROCESS allows; drained at shutdown with the
- * worker. Only a process that hosts both (npm start) calls it.
+ * at once as the worker's concurrency, when EXECUTE_IN_PROCESS allows and the recovery sweep is on;
+ * drained at shutdown with the worker. Only a process that hosts both (npm start) calls it.
  */
 export function runExecutionsInThisProcess(): void {
   const config = getConfig();
-  if (!config.executeInProcess) return;
+  // A run here has no outbox row: the recovery sweep is what finishes it if this process dies.
+  if (!config.executeInProcess || config.executionsRecoveryIntervalMs === 0) return;
   const here = runExecutionsHere(runExecutionHere, config.queueConcurrency.executions);
   // Before the HTTP server closes: a run reaches first-party tools through it.
   onShutdown("executions run here", "hosted work", here.drain);

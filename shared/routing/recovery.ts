@@ -8,7 +8,9 @@ import { listSentOpenInvocations } from "./store/invocations.js";
 // handler when the queue gives up on its job (attempts spent, or stalled more than BullMQ allows); that
 // handler runs after the job is already failed in Redis, so a worker killed in between left the invocation
 // running forever, its hold never released (found by the chaos run, docs/reliability.md "Chaos"). The
-// recovery sweep, run by every executions process, does what the handler would have done.
+// recovery sweep, run by every executions process, does what the handler would have done. It is also
+// what finishes a run in the submitting process (runs-here.ts) whose process died: such a run has no
+// outbox row and no job, so the sweep finds its job gone and sends one.
 
 /** What a failed-for-good job leaves on its invocation: the same as the worker's "failed" handler. */
 export const ABANDONED_BY_QUEUE: LastFailure = {
@@ -16,7 +18,11 @@ export const ABANDONED_BY_QUEUE: LastFailure = {
   message: "the execution could not be completed",
 };
 
-/** Open invocations younger than this are left alone: their worker's own handler is still in time. */
+/**
+ * Open invocations younger than this are left alone: their worker's own handler is still in time, and
+ * most runs in the submitting process have ended by then (one still going is sent harmlessly: the
+ * worker waits out its live attempt).
+ */
 export const RECOVERY_GRACE_SECONDS = 10;
 const BATCH = 100;
 

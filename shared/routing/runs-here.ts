@@ -3,13 +3,15 @@
 // the waiting request reads — is a dozen Redis round trips and the larger part of an execute's latency
 // there; the run itself is the worker's: the same claim, attempts, limits and outcome transactions.
 //
-// Durability is the queue path's. The invocation and its outbox row commit before the run starts, and the
-// row stays unsent while it runs: if this process dies mid-run, the outbox sweeper (of any process) sends
-// the job once the row is stale, and a worker finishes the invocation as it would a dead worker's — it
-// waits out the live attempt's deadline, closes it as abandoned and never calls a provider that is not
-// safe_to_retry twice. A run that throws here goes to the queue at once. A run still going when the row
-// turns stale is sent as well; the worker then finds the live attempt and waits until it has ended
-// (docs/architecture.md "Executions run where they are submitted").
+// Durability is the queue path's. The invocation commits running, with attempt 1 recorded, before any
+// call; it has no outbox row, since no job is sent. If this process dies mid-run, the executions recovery
+// sweep (recovery.ts, run by every executions process, so by this one when it restarts) finds the open
+// invocation older than its grace with no job in the queue and sends one; a worker then finishes it as it
+// would a dead worker's run — it waits out the live attempt's deadline, closes it as abandoned and never
+// calls a provider that is not safe_to_retry twice. A run that throws here goes to the queue at once. A run
+// still going when the sweep passes is sent as well; the worker finds the live attempt and waits until it
+// has ended. So a process runs executions here only while that sweep is on (EXECUTIONS_RECOVERY_INTERVAL_MS
+// above 0) (docs/architecture.md "Executions run where they are submitted").
 
 import type { EarlyGate } from "./call-gate.js";
 import type { SignedRequest } from "./provider-call.js";

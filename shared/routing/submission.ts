@@ -363,18 +363,18 @@ function highestPrice(listings: ListingRow[]): bigint {
  */
 const provedClaims = new GroupCommit<ProvedClaim, RunClaim | undefined>(
   {
-    one: (c) => insertClaimedInvocation(db(), c.row, "executions", RUN_TIMING, c.proved),
-    many: (claims) => insertClaimedInvocations(db(), claims, "executions", RUN_TIMING),
+    one: (c) => insertClaimedInvocation(db(), c.row, RUN_TIMING, c.proved),
+    many: (claims) => insertClaimedInvocations(db(), claims, RUN_TIMING),
   },
   { ...HOT_PATH_GROUPS, name: "proved_claims" },
 );
 
 /**
- * Commits the invocation and its outbox row — with the idempotency claim and, for paid work, the
- * custody check, the ledger hold with its authorization evidence and the key's daily reservation, all in
- * one transaction — then hands it over to be run: here, claimed by that insert (runs-here.ts), or
- * through the queue. A key seen before replays (or 409/422) instead; short funds → 402, over the daily
- * cap → 429, and nothing is written. A purchase above the key's approval_above is committed as
+ * Commits the invocation — with the idempotency claim and, for paid work, the custody check, the ledger
+ * hold with its authorization evidence and the key's daily reservation, all in one transaction — then
+ * hands it over to be run: here, claimed by that insert (runs-here.ts; no outbox row), or through the
+ * queue (its outbox row inserted with it). A key seen before replays (or 409/422) instead; short funds
+ * → 402, over the daily cap → 429, and nothing is written. A purchase above the key's approval_above is committed as
  * awaiting_approval with its approval instead of an outbox row, and nothing is run
  * (docs/payments.md "Approvals").
  */
@@ -424,7 +424,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
       claim =
         proved && !inTransaction
           ? await provedClaims.write({ row, proved })
-          : await insertClaimedInvocation(q, row, "executions", RUN_TIMING, proved);
+          : await insertClaimedInvocation(q, row, RUN_TIMING, proved);
     const inserted = slot ? claim?.invocation : await insertInvocationWithJob(q, row, "executions", guard);
     if (!inserted) throw new CatalogMoved();
     return inserted;
@@ -473,7 +473,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
 
   if (awaiting) return { replayed: false, invocation, completion: undefined };
   const completion = slot
-    ? runHere(slot, invocationId, claim, requestId, early)
+    ? runHere(slot, invocationId, { claim, outboxRow: false }, requestId, early)
     : await enqueueExecution(invocationId, requestId);
   return { replayed: false, invocation, completion };
 }
@@ -489,24 +489,28 @@ export async function dispatchExecution(
 ): Promise<JobWatch | undefined> {
   const slot = reserveRunHere();
   if (!slot) return enqueueExecution(invocationId, requestId);
-  return runHere(slot, invocationId, undefined, requestId);
+  return runHere(slot, invocationId, { claim: undefined, outboxRow: true }, requestId);
 }
 
-/** Starts a run on a slot of this process. A run that throws is sent through the queue at once. */
+/**
+ * Starts a run on a slot of this process. A run that throws is sent through the queue at once. `claim` is
+ * the run the submitting insert claimed (it wrote no outbox row); `outboxRow` says whether the
+ * invocation has an unsent one (an invocation committed before it was dispatched: x402, sandbox).
+ */
 function runHere(
   slot: RunSlot,
   invocationId: string,
-  claim: RunClaim | undefined,
+  handed: { claim: RunClaim | undefined; outboxRow: boolean },
   requestId: string | undefined,
   early?: EarlyStart,
 ): JobWatch | undefined {
   const ended = slot.start(
     invocationId,
-    claim,
+    handed.claim,
     async (ran, error) => {
-      // Nothing is left to send: the sweeper must not send this invocation's job.
       if (ran) {
-        markJobSent("executions", invocationId);
+        // Nothing is left to send: the sweeper must not send this invocation's job.
+        if (handed.outboxRow) markJobSent("executions", invocationId);
         return true;
       }
       logger().warn(

@@ -3,5 +3,5 @@
 
 export { checkHealth, marketStats } from "./health.js";
 export type { InvariantReport, Violation } from "./invariants/check.js";
-export { checkInvariants, invariantList } from "./invariants/check.js";
+export { checkInvariants, invariantList, LIVE_JOB_GRACE_SECONDS } from "./invariants/check.js";
 export { QuickstartBody, QuickstartInfo, QuickstartResult } from "./schemas.js";

@@ -6,14 +6,14 @@ import { reserveRunHere, runExecutionsHere } from "../../shared/routing/runs-her
 import { listAttempts } from "../../shared/routing/store/invocations.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api } from "../helpers/http.js";
-import { waitFor } from "../helpers/processes.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { checkPlatformSignature } from "../helpers/seller-verify.js";
 import { startService, type TestService } from "../helpers/service.js";
 
 // Executions run in the request that submitted them when the process also hosts the executions worker
-// (shared/routing/runs-here.ts): the insert claims the run, no job reaches the queue, and the outbox row
-// is what recovers the run if the process dies mid-run.
+// (shared/routing/runs-here.ts): the insert claims the run, no job reaches the queue and no outbox row is
+// written. What recovers a run whose process dies mid-run is the executions recovery sweep
+// (test/routing/runs-here-recovery.test.ts).
 
 let buyer: TestAgent;
 let seller: TestSeller;
@@ -32,10 +32,6 @@ async function outboxRow(invocationId: string) {
   return db()("job_outbox").where({ queue: "executions", job_id: invocationId }).first();
 }
 
-async function invocationStatus(id: string): Promise<string> {
-  return (await db()("invocations").where({ id }).first()).status;
-}
-
 async function execute(task: string, input: Record<string, unknown>) {
   return api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input } });
 }
@@ -47,7 +43,7 @@ describe("a run in the submitting process", () => {
   });
   afterAll(async () => service.stop());
 
-  it("answers the result without a queue job, attempt 1 claimed by the insert, the outbox row settled", async () => {
+  it("answers the result without a queue job or an outbox row, attempt 1 claimed by the insert", async () => {
     const res = await execute("echo", { message: "here" });
     expect(res.status).toBe(200);
     expect(res.body.output.echo.message).toBe("here");
@@ -57,8 +53,8 @@ describe("a run in the submitting process", () => {
     expect(attempts.map((a) => [a.attempt_no, a.status])).toEqual([[1, "succeeded"]]);
     const row = await db()("invocations").where({ id }).first();
     expect(row.started_at).not.toBeNull();
-    // The mark is batched (a few ms): once set, the sweeper never sends this job.
-    await waitFor("the outbox mark", async () => (await outboxRow(id))?.enqueued_at != null, 5000);
+    // Nothing for the outbox sweeper to send, now or later.
+    expect(await outboxRow(id)).toBeUndefined();
   });
 
   it("sends attempt 1 signed while the claim was written: it verifies, with the input in the request's key order", async () => {
@@ -123,48 +119,6 @@ describe("a run here that throws", () => {
     expect(await job?.getState()).toBe("completed");
     const attempts = await listAttempts(db(), res.body.invocation_id);
     expect(attempts.map((a) => a.status)).toEqual(["abandoned", "succeeded"]);
-  });
-});
-
-describe("a process that dies mid-run", () => {
-  // The runner never runs (the process is gone): what the insert committed must be enough to finish.
-  let service: TestService;
-  let revive!: () => void;
-  const dead = new Promise<void>((resolve) => {
-    revive = resolve;
-  });
-  beforeAll(async () => {
-    service = await startService({ runHere: () => dead });
-  });
-  afterAll(async () => {
-    revive();
-    await service.stop();
-  });
-
-  /** A direct invoke whose run dies: 202 after a short wait, its invocation id. */
-  async function invokeAndDie(safeToRetry: boolean, input: Record<string, unknown>): Promise<string> {
-    overrideConfig({ executeSyncWaitMs: 200 });
-    const listing = await buildListing({ endpointUrl: seller.url, maxLatencyMs: 500, safeToRetry });
-    const res = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input } });
-    expect(res.status).toBe(202);
-    return res.body.invocation_id;
-  }
-
-  it("is finished by the queue: the sweeper sends its job, the worker waits out attempt 1's deadline", async () => {
-    const id = await invokeAndDie(true, { k: 1 });
-    // Attempt 1 was recorded by the insert, before any call: a worker must not take it as never made.
-    expect((await listAttempts(db(), id)).map((a) => a.status)).toEqual(["running"]);
-    await waitFor("the queue's run", async () => (await invocationStatus(id)) === "succeeded", 15000);
-    const attempts = await listAttempts(db(), id);
-    expect(attempts.map((a) => a.status)).toEqual(["abandoned", "succeeded"]);
-    expect(seller.calls.filter((c) => c.body.invocation_id === id)).toHaveLength(1);
-  });
-
-  it("never calls a listing that is not safe_to_retry: attempt 1 may have reached it", async () => {
-    const id = await invokeAndDie(false, { k: 2 });
-    await waitFor("the queue's run", async () => (await invocationStatus(id)) === "failed", 15000);
-    expect((await listAttempts(db(), id)).map((a) => a.status)).toEqual(["abandoned"]);
-    expect(seller.calls.filter((c) => c.body.invocation_id === id)).toHaveLength(0);
   });
 });
 

@@ -194,29 +194,27 @@ export function callTargetOf(l: ListingRow): CallTarget {
 }
 
 /**
- * insertInvocationWithJob and claimRun in one statement, for a run that starts in the submitting process
- * (runs-here.ts): the invocation is inserted running, with its outbox row (left unsent: it is what
- * recovers the run if this process dies) and attempt 1 recorded before any call. With candidates proved
- * current (ProvedCandidates) the statement neither reads nor returns them: it writes nothing unless
- * the guard holds, and then answers undefined.
+ * The invocation inserted and its run claimed in one statement, for a run that starts in the submitting
+ * process (runs-here.ts): the invocation is inserted running, with attempt 1 recorded before any call,
+ * and no outbox row: no job is sent, and if this process dies mid-run the executions recovery sweep
+ * (recovery.ts) finds the open invocation without a job and sends one. With candidates proved current
+ * (ProvedCandidates) the statement neither reads nor returns them: it writes nothing unless the guard
+ * holds, and then answers undefined.
  */
 export async function insertClaimedInvocation(
   q: Db,
   row: NewInvocation | NewX402Invocation,
-  queue: string,
   timing: { maxCallMs: number; marginMs: number },
 ): Promise<RunClaim>;
 export async function insertClaimedInvocation(
   q: Db,
   row: NewInvocation | NewX402Invocation,
-  queue: string,
   timing: { maxCallMs: number; marginMs: number },
   proved: ProvedCandidates | undefined,
 ): Promise<RunClaim | undefined>;
 export async function insertClaimedInvocation(
   q: Db,
   row: NewInvocation | NewX402Invocation,
-  queue: string,
   timing: { maxCallMs: number; marginMs: number },
   proved?: ProvedCandidates,
 ): Promise<RunClaim | undefined> {
@@ -230,13 +228,13 @@ export async function insertClaimedInvocation(
     const result = await preparedRaw(
       q,
       `with inv as (${insert.sql}),
-       ${JOB_CTE}, first as (
+       first as (
          insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
          select inv.id, 1, inv.candidate_ids[1], now() + make_interval(secs => ?::int / 1000.0) from inv
          returning id
        )
        select inv.*, (select id from first) as first_attempt_id from inv`,
-      [...insert.bindings, queue, deadlineMs],
+      [...insert.bindings, deadlineMs],
     );
     if (result.rows.length === 0) return undefined;
     const { first_attempt_id, ...invocation } = result.rows[0];
@@ -250,13 +248,13 @@ export async function insertClaimedInvocation(
   const result = await preparedRaw(
     q,
     `with inv as (${insert.sql}),
-     ${JOB_CTE}, ${CANDIDATES_CTE}, first as (
+     ${CANDIDATES_CTE}, first as (
        ${FIRST_ATTEMPT_INSERT}
        returning id
      )
      select inv.*, cands.list as candidate_list, (select id from first) as first_attempt_id
        from inv cross join cands`,
-    [...insert.bindings, queue, timing.maxCallMs, timing.marginMs],
+    [...insert.bindings, timing.maxCallMs, timing.marginMs],
   );
   const { candidate_list, first_attempt_id, ...invocation } = result.rows[0];
   return {
@@ -303,7 +301,7 @@ function claimsText(columns: readonly string[]): string {
        select ${quoted.map((c) => `v.${c}`).join(", ")}, now(), 'running' from v
         where v.kept_generation = (${CATALOG_GENERATION_SQL})
        returning *
-     ), ${JOB_CTE}, first as (
+     ), first as (
        insert into invocation_attempts (invocation_id, attempt_no, listing_id, deadline_at)
        select inv.id, 1, inv.candidate_ids[1], now() + make_interval(secs => v.first_deadline_ms / 1000.0)
          from inv join v on v.id = inv.id
@@ -317,14 +315,13 @@ function claimsText(columns: readonly string[]): string {
 
 /**
  * insertClaimedInvocation on proved copies, for several runs in one statement (group commit: see
- * shared/db/group-commit.ts): each row is written, with its outbox row and attempt 1, only if the
- * catalog is still at its own generation. Answers per claim, in order; undefined where the guard failed.
+ * shared/db/group-commit.ts): each row is written, with attempt 1, only if the catalog is still at its
+ * own generation. Answers per claim, in order; undefined where the guard failed.
  * The rows must share a column set (createInvocation's), else this throws and nothing is written.
  */
 export async function insertClaimedInvocations(
   q: Db,
   claims: readonly ProvedClaim[],
-  queue: string,
   timing: { maxCallMs: number; marginMs: number },
 ): Promise<(RunClaim | undefined)[]> {
   const values = claims.map((c) => claimColumns(c.row));
@@ -338,7 +335,7 @@ export async function insertClaimedInvocations(
     first_deadline_ms: firstDeadlineMs(claims[i]!.proved, timing),
   }));
   const body = JSON.stringify(rows);
-  const result = await preparedRaw(q, claimsText(columns), [body, queue]);
+  const result = await preparedRaw(q, claimsText(columns), [body]);
   const byId = new Map<string, Record<string, unknown>>();
   for (const r of result.rows) byId.set(r.id, r);
   return claims.map((c) => {
@@ -424,8 +421,9 @@ export async function finishInvocation(
 }
 
 /**
- * Open invocations older than `olderThanSeconds` whose job was handed to the queue (their outbox row was
- * sent, or they have none): each should be owned by a live job; recovery checks that it is.
+ * Open invocations older than `olderThanSeconds` that no outbox row will send: their row was sent, or
+ * they have none (a run in the submitting process, or a test's bare row). Each should be owned by a live
+ * job, or be a run still going in its process; recovery checks for the job and sends one if it is gone.
  */
 export async function listSentOpenInvocations(
   q: Db,

@@ -22,6 +22,13 @@ export const LIVE_JOB_CHECK = {
     "every accepted invocation is terminal, or owned by a live job (waiting, active, delayed) or by an outbox row the sweeper will send",
 };
 
+/**
+ * The live-job check's default grace. A run in the submitting process (routing's runs-here) has neither
+ * job nor outbox row until the executions recovery sweep sends one, 10–40 s after it started (its grace,
+ * then its 30 s interval): younger open invocations may be such runs, still in flight.
+ */
+export const LIVE_JOB_GRACE_SECONDS = 60;
+
 /** Every invariant's name and promise, for the docs and the command's listing. */
 export function invariantList(): { name: string; promise: string }[] {
   return [...SQL_CHECKS.map(({ name, promise }) => ({ name, promise })), LIVE_JOB_CHECK];
@@ -59,7 +66,11 @@ export async function checkInvariants(
   if (options.executions)
     results.push({
       ...LIVE_JOB_CHECK,
-      violations: await invocationsWithoutJob(q, options.executions, options.graceSeconds ?? 30),
+      violations: await invocationsWithoutJob(
+        q,
+        options.executions,
+        options.graceSeconds ?? LIVE_JOB_GRACE_SECONDS,
+      ),
     });
   return {
     checks: results.map((r) => ({ name: r.name, promise: r.promise, violations: r.violations.length })),
