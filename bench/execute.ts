@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
 import { freePort } from "../shared/infra/free-port.js";
@@ -15,6 +15,7 @@ import {
   type Result,
 } from "./execute/report.js";
 import { countRoundTrips } from "./execute/round-trips.js";
+import { criticalPath, printCriticalPath, TIMELINE_HOOK } from "./execute/timeline.js";
 import { runFallbackBench } from "./fallback.js";
 import {
   AutovacuumStandIn,
@@ -37,6 +38,7 @@ import {
   resolveInfra,
   runBench,
   type Service,
+  sleep,
   startService,
   tallySince,
   vacuumAnalyzeDatabase,
@@ -59,7 +61,8 @@ import {
  * BENCH_ROUND_TRIPS=0 skips the counting; BENCH_PEER_ROUNDS (default 3) more rounds of the free execute and
  * the peer, interleaved; BENCH_CPU_PROFILE=1 profiles the service under the free execute
  * alone (the paid one with BENCH_PROFILE_PAID=1), at c=32 or BENCH_PROFILE_CONNECTIONS
- * (bench/execute/cpu-profile.ts).
+ * (bench/execute/cpu-profile.ts); BENCH_TIMELINE=1 prints the free execute's critical path at c=1,
+ * segment by segment, stamped inside the service (bench/execute/timeline.ts).
  */
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -68,6 +71,7 @@ const COUNT_ROUND_TRIPS = process.env.BENCH_ROUND_TRIPS !== "0";
 const CPU_PROFILE = process.env.BENCH_CPU_PROFILE === "1";
 const PROFILE_CONNECTIONS = Number(process.env.BENCH_PROFILE_CONNECTIONS ?? 32);
 const PROFILE_PAID = process.env.BENCH_PROFILE_PAID === "1";
+const TIMELINE = process.env.BENCH_TIMELINE === "1";
 const CONNECTIONS = [1, 32] as const;
 /** More rounds of the free execute against the peer, interleaved (measureInterleaved). */
 const PEER_ROUNDS = Number(process.env.BENCH_PEER_ROUNDS ?? 3);
@@ -200,6 +204,40 @@ async function runProfile(env: Record<string, string>): Promise<void> {
   summariseProfile(path, from, to);
 }
 
+/**
+ * BENCH_TIMELINE=1: the free execute alone at c=1 on a service that loads the timeline hook; its stamps
+ * over the load window, read as the critical path (bench/execute/timeline.ts), beside the direct echo.
+ */
+async function runTimeline(env: Record<string, string>): Promise<void> {
+  const file = join(mkdtempSync(join(os.tmpdir(), "agentmarket-timeline-")), "events.json");
+  const service = await startBenchService({ ...env, BENCH_TIMELINE_FILE: file }, ["--import", TIMELINE_HOOK]);
+  const apiKey = await register(service.baseUrl);
+  const { direct, execute } = echoScenarios(service.baseUrl, apiKey);
+  await preflightEcho([direct, execute]);
+  await warmUp({ ...execute, connections: 4 }, WARM_UP_REQUESTS);
+  if (env.DATABASE_URL) await vacuumAnalyzeDatabase(env.DATABASE_URL);
+  log(`measuring ${direct.scenario} at c=1 for ${SECONDS} s…`);
+  const baseline = await measure({ ...direct, seconds: SECONDS }, service.pid);
+  log(`measuring ${execute.scenario} at c=1 for ${SECONDS} s, stamped inside the service…`);
+  const from = monotonicMicros();
+  const m = await measure({ ...execute, seconds: SECONDS }, service.pid);
+  const to = monotonicMicros();
+  reportFailures(m);
+  process.kill(service.pid, "SIGUSR2");
+  for (let waited = 0; !existsSync(file) && waited < 5000; waited += 100) await sleep(100);
+  await service.stop();
+  const events = (JSON.parse(readFileSync(file, "utf8")) as [number, string][]).filter(
+    ([t]) => t >= from && t <= to,
+  );
+  log(
+    `  ${fixed(m.okPerSecond, 0)} executes/s, p50 ${fixed(m.p50Ms)} ms (direct echo p50 ${fixed(baseline.p50Ms)} ms)`,
+  );
+  printCriticalPath(
+    criticalPath(events, { execute: "/api/execute", provider: "/api/tools/echo" }),
+    baseline.p50Ms,
+  );
+}
+
 async function run(): Promise<void> {
   if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
   if (!Number.isInteger(PEER_ROUNDS) || PEER_ROUNDS < 0)
@@ -216,6 +254,7 @@ async function run(): Promise<void> {
   // Loopback sellers (the paid listing's, the fallback scenario's) must be callable.
   const env = { ...infra.env, OUTBOUND_ALLOWLIST: "127.0.0.1" };
   if (CPU_PROFILE) return runProfile(env);
+  if (TIMELINE) return runTimeline(env);
   // The free rows run on the default all-in-one service (npm start's, no chain in it); the paid rows on a
   // second one with DEV_CHAIN=1, started after the free rows, whose in-process EVM mines a block a
   // second on its event loop: in the free runs' process it cost their p99 at c=1 ~2 ms

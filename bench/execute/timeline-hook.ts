@@ -1,0 +1,80 @@
+import { writeFileSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import { Readable } from "node:stream";
+
+/**
+ * BENCH_TIMELINE=1 loads this module into the service under test (`node --import`), before the service's
+ * own code: it stamps, on the monotonic clock, each request the HTTP server receives and each write to
+ * and read from a socket, named by the other end (PostgreSQL, Redis, a call the service makes to its own
+ * port, the answers it writes), and writes them to BENCH_TIMELINE_FILE when the bench sends SIGUSR2.
+ * bench/execute/timeline.ts reads them as the execute's critical path. Bench-only: it wraps public
+ * methods of net.Socket and stream.Readable (write, push) and http.Server's emit, costing ~1 µs an event.
+ * A write made before its socket connects has no peer yet and is not stamped; the service's pools and
+ * its keep-alive calls to itself are connected by the time the bench measures.
+ */
+
+/**
+ * One stamp: the monotonic clock in microseconds (the clock the bench's own process.hrtime reads, so
+ * the bench selects its load window's events), and what happened: "in <url>" (a request received),
+ * "<peer>>" (a write to that peer) or "<peer><" (data from it), the peer one of peerOf's names.
+ */
+export type TimelineEvent = [micros: number, kind: string];
+
+const portOf = (url: string | undefined, fallback: number): number => {
+  if (!url) return fallback;
+  try {
+    return Number(new URL(url).port) || fallback;
+  } catch {
+    return fallback;
+  }
+};
+
+const PG_PORT = portOf(process.env.DATABASE_URL, 5432);
+const REDIS_PORT = portOf(process.env.REDIS_URL, 6379);
+const OWN_PORT = Number(process.env.PORT);
+const KEEP = 200_000;
+
+const events: TimelineEvent[] = [];
+const now = () => Number(process.hrtime.bigint() / 1000n);
+
+function record(kind: string): void {
+  if (events.length >= KEEP) events.splice(0, KEEP / 2);
+  events.push([now(), kind]);
+}
+
+/** "pg", "redis", "call" (the service calling its own port), "answer" (a socket its server accepted). */
+function peerOf(socket: net.Socket): string | undefined {
+  if (socket.remotePort === PG_PORT) return "pg";
+  if (socket.remotePort === REDIS_PORT) return "redis";
+  if (socket.remotePort === OWN_PORT) return "call";
+  if (socket.localPort === OWN_PORT) return "answer";
+  return undefined;
+}
+
+const write = net.Socket.prototype.write;
+net.Socket.prototype.write = function (this: net.Socket, ...args: unknown[]) {
+  const peer = peerOf(this);
+  if (peer) record(`${peer}>`);
+  return (write as (...a: unknown[]) => boolean).apply(this, args);
+} as typeof write;
+
+const push = Readable.prototype.push;
+Readable.prototype.push = function (this: Readable, chunk: unknown, encoding?: BufferEncoding) {
+  if (chunk && this instanceof net.Socket) {
+    const peer = peerOf(this);
+    if (peer) record(`${peer}<`);
+  }
+  return push.call(this, chunk, encoding);
+};
+
+const emit = http.Server.prototype.emit;
+http.Server.prototype.emit = function (this: http.Server, name: string | symbol, ...args: unknown[]) {
+  if (name === "request") record(`in ${(args[0] as http.IncomingMessage).url}`);
+  return (emit as (...a: unknown[]) => boolean).call(this, name, ...args);
+} as typeof emit;
+
+process.on("SIGUSR2", () => {
+  const file = process.env.BENCH_TIMELINE_FILE;
+  if (file) writeFileSync(file, JSON.stringify(events));
+});

@@ -1,0 +1,100 @@
+import { fileURLToPath } from "node:url";
+import { median } from "../lib/series.js";
+import { fixed, table } from "../lib.js";
+import type { TimelineEvent } from "./timeline-hook.js";
+
+/**
+ * BENCH_TIMELINE=1: the free execute's critical path at c=1, segment by segment, from the stamps
+ * timeline-hook.ts takes inside the service. Each execute is found by its steps in order: the request
+ * received, the claim written to PostgreSQL and answered, the provider call made (to the service's own
+ * echo) and answered, the outcome written and answered, the answer written. The call gate's Redis
+ * scripts overlap the two statements and are not on the path. An execute whose steps cannot all be
+ * found in order (a background statement in between, say) is counted apart, not guessed at.
+ */
+
+/** The hook's module, for `node --import`. */
+export const TIMELINE_HOOK = fileURLToPath(new URL("./timeline-hook.js", import.meta.url));
+
+/** The critical path's segments, in order: each runs from one step to the next. */
+export const SEGMENTS = [
+  "request received → claim sent",
+  "claim: PostgreSQL round trip",
+  "claim answered → provider call sent",
+  "provider call (sent → answer read)",
+  "provider answer read → outcome sent",
+  "outcome: PostgreSQL round trip",
+  "outcome answered → execute answer written",
+] as const;
+
+export interface CriticalPath {
+  /** Executes whose every step was found in order. */
+  matched: number;
+  /** Executes received whose steps were not all found. */
+  unmatched: number;
+  /** Per segment (SEGMENTS' order), its duration in each matched execute, in microseconds. */
+  segments: number[][];
+  /** Each matched execute's whole path, request received → answer written, in microseconds. */
+  totals: number[];
+}
+
+/**
+ * Splits the stamps into executes (each from one "in <executePath>" to the next) and measures the
+ * segments of each: the steps are the first of their kind after the step before.
+ */
+export function criticalPath(
+  events: readonly TimelineEvent[],
+  paths: { execute: string; provider: string },
+): CriticalPath {
+  const steps = ["pg>", "pg<", "call>", `in ${paths.provider}`, "answer>", "call<", "pg>", "pg<", "answer>"];
+  const result: CriticalPath = {
+    matched: 0,
+    unmatched: 0,
+    segments: SEGMENTS.map(() => []),
+    totals: [],
+  };
+  const starts = events.flatMap((e, i) => (e[1] === `in ${paths.execute}` ? [i] : []));
+  for (const [n, start] of starts.entries()) {
+    const end = starts[n + 1] ?? events.length;
+    const at: number[] = [events[start]![0]];
+    let i = start + 1;
+    for (const step of steps) {
+      while (i < end && events[i]![1] !== step) i += 1;
+      if (i >= end) break;
+      at.push(events[i]![0]);
+      i += 1;
+    }
+    if (at.length !== steps.length + 1) {
+      result.unmatched += 1;
+      continue;
+    }
+    // at: received, claim sent, claim answered, call sent, provider received, provider answered,
+    // call answered, outcome sent, outcome answered, answer written.
+    const marks = [at[0]!, at[1]!, at[2]!, at[3]!, at[6]!, at[7]!, at[8]!, at[9]!];
+    for (let s = 0; s < SEGMENTS.length; s++) result.segments[s]!.push(marks[s + 1]! - marks[s]!);
+    result.totals.push(at[9]! - at[0]!);
+    result.matched += 1;
+  }
+  return result;
+}
+
+/** Prints the critical path's medians (ms) and shares, beside the direct call to the same provider. */
+export function printCriticalPath(path: CriticalPath, directP50Ms: number | undefined): void {
+  const total = median(path.totals) / 1000;
+  const rows = SEGMENTS.map((name, s) => {
+    const ms = median(path.segments[s]!) / 1000;
+    return [name, fixed(ms, 3), `${fixed((100 * ms) / total, 0)} %`];
+  });
+  rows.push(["whole path (median of its own)", fixed(total, 3), ""]);
+  console.log(
+    `\nThe free execute's critical path at c=1, inside the service (medians of ${path.matched} executes; ` +
+      `${path.unmatched} whose steps were not all found in order are left out)`,
+  );
+  console.log(table(["segment", "ms", "share"], rows));
+  const postgres = (median(path.segments[1]!) + median(path.segments[5]!)) / 1000;
+  const provider = median(path.segments[3]!) / 1000;
+  console.log(
+    `  the two PostgreSQL round trips ${fixed(postgres, 3)} ms; the provider call ${fixed(provider, 3)} ms` +
+      (directP50Ms === undefined ? "" : ` (the same echo called directly: p50 ${fixed(directP50Ms, 3)} ms)`) +
+      `; the service's own steps ${fixed(total - postgres - provider, 3)} ms`,
+  );
+}

@@ -1,0 +1,110 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import os from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { criticalPath, SEGMENTS } from "../../bench/execute/timeline.js";
+import type { TimelineEvent } from "../../bench/execute/timeline-hook.js";
+import { freePort } from "../../shared/infra/free-port.js";
+
+// BENCH_TIMELINE=1 (bench/execute/timeline.ts, docs/benchmarks.md "The thirteenth round"): the hook
+// stamps, inside the service, requests received and socket traffic by peer, and the parser reads an
+// execute's critical path from them. Its conclusions rest on both: the hook must see Node's real HTTP
+// traffic as such, and the parser must find each execute's steps in order, past unrelated traffic.
+
+const PATHS = { execute: "/api/execute", provider: "/api/tools/echo" };
+
+/** One execute's stamps, starting at t, with the given gaps (µs) between its ten steps. */
+function execute(t: number, gaps: number[]): TimelineEvent[] {
+  const kinds = [
+    "in /api/execute",
+    "pg>",
+    "pg<",
+    "call>",
+    "in /api/tools/echo",
+    "answer>",
+    "call<",
+    "pg>",
+    "pg<",
+    "answer>",
+  ];
+  let at = t;
+  return kinds.map((kind, i) => {
+    at += i === 0 ? 0 : gaps[i - 1]!;
+    return [at, kind];
+  });
+}
+
+describe("the critical path parser", () => {
+  it("measures each segment from one step to the next, past traffic that is not a step", () => {
+    const gaps = [500, 1200, 300, 100, 200, 50, 400, 1100, 350];
+    const one = execute(1_000, gaps);
+    // A Redis script overlapping the claim, a second write of the call, the answer's body in two writes.
+    const noisy: TimelineEvent[] = [
+      ...one.slice(0, 2),
+      [one[1]![0] + 10, "redis>"],
+      [one[1]![0] + 20, "redis<"],
+      ...one.slice(2, 4),
+      [one[3]![0] + 5, "call>"],
+      ...one.slice(4),
+      [one[9]![0] + 5, "answer>"],
+    ];
+    const path = criticalPath([...noisy, ...execute(20_000, gaps)], PATHS);
+    expect(path.matched).toBe(2);
+    expect(path.unmatched).toBe(0);
+    // received→claim sent, claim, claim→call, call (sent → answer read), →outcome, outcome, →answer.
+    expect(path.segments).toEqual([500, 1200, 300, 350, 400, 1100, 350].map((g) => [g, g]));
+    expect(path.totals).toEqual([4200, 4200]);
+    expect(path.segments).toHaveLength(SEGMENTS.length);
+  });
+
+  it("counts apart an execute whose steps are not all found before the next one starts", () => {
+    const gaps = [500, 1200, 300, 100, 200, 50, 400, 1100, 350];
+    const cut = execute(1_000, gaps).slice(0, 7); // its outcome never written
+    const path = criticalPath([...cut, ...execute(20_000, gaps)], PATHS);
+    expect(path.matched).toBe(1);
+    expect(path.unmatched).toBe(1);
+    expect(path.totals).toEqual([4200]);
+  });
+});
+
+describe("the hook", () => {
+  it("stamps a request received, and a call to the process's own port with its answer, by peer", async () => {
+    const hook = fileURLToPath(new URL("../../dist/bench/execute/timeline-hook.js", import.meta.url));
+    const file = join(mkdtempSync(join(os.tmpdir(), "timeline-test-")), "events.json");
+    const port = await freePort();
+    // A server on PORT that the same process calls twice on one kept-alive connection (a write before
+    // the socket connects has no peer yet, as in the service, whose pools are connected), then asks the
+    // hook for its stamps.
+    const script = `
+      const http = require("node:http");
+      const agent = new http.Agent({ keepAlive: true });
+      const server = http.createServer((req, res) => { req.resume(); req.on("end", () => res.end("ok")); });
+      const call = (then) => {
+        const req = http.request({ port: ${port}, host: "127.0.0.1", path: "/api/tools/echo", method: "POST", agent }, (res) => {
+          res.resume();
+          res.on("end", () => setTimeout(then, 20));
+        });
+        req.end("{}");
+      };
+      server.listen(${port}, "127.0.0.1", () => call(() => call(() => {
+        process.kill(process.pid, "SIGUSR2");
+        setTimeout(() => process.exit(0), 100);
+      })));`;
+    const run = spawnSync(process.execPath, ["--import", hook, "-e", script], {
+      env: { ...process.env, PORT: String(port), BENCH_TIMELINE_FILE: file },
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    expect(run.status, run.stderr).toBe(0);
+    const kinds = (JSON.parse(readFileSync(file, "utf8")) as TimelineEvent[]).map((e) => e[1]);
+    // The second call, from the first one's answer read on.
+    const second = kinds.slice(kinds.indexOf("call<") + 1);
+    const first = (kind: string) => second.indexOf(kind);
+    for (const kind of ["call>", "in /api/tools/echo", "answer>", "call<"]) expect(second).toContain(kind);
+    expect(first("call>")).toBeLessThan(first("in /api/tools/echo"));
+    expect(first("in /api/tools/echo")).toBeLessThan(first("answer>"));
+    expect(first("answer>")).toBeLessThan(first("call<"));
+  });
+});
