@@ -2,6 +2,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../shared/infra/free-port.js";
 import { SERVICE_NODE_FLAGS } from "../shared/infra/node-flags.js";
+import { STATS_SETTLE_MS } from "./execute/round-trips.js";
 import {
   echoScenarios,
   fixed,
@@ -15,6 +16,7 @@ import {
   resolvePostgresServer,
   runBench,
   type Service,
+  sleep,
   startChild,
   table,
   vacuumAnalyzeDatabase,
@@ -32,7 +34,8 @@ import {
  * deployment has), on the machine's PostgreSQL and Redis (or BENCH_DATABASE_URL's server and BENCH_REDIS_URL). Each round, each side in turn (the side going
  * first alternating): the direct echo and the free execute at c=1, then the execute at c=32; both copies
  * vacuumed and analysed before each round. Prints each round's overheads and rates, the paired
- * differences, their medians and how often this side won. Never fails on the figures.
+ * differences, their medians and how often this side won, the WAL each c=32 execute wrote, and each
+ * copy's share of HOT updates of `invocations`. Never fails on the figures.
  *
  * BENCH_SECONDS (default 8) per run, BENCH_AB_ROUNDS (default 6). The template must not be migrated past
  * what the baseline knows (its service refuses a database with migrations it lacks): run the baseline's
@@ -58,6 +61,30 @@ interface Round {
   first: Side;
   overhead: Record<Side, number>;
   rate32: Record<Side, number>;
+  /** WAL bytes per execute of the c=32 run (server-wide: the other side's idle background counts too). */
+  wal32: Record<Side, number>;
+}
+
+/** The server's write-ahead log position, in bytes. */
+async function walBytes(adminUrl: string): Promise<number> {
+  return withPgClient(adminUrl, async (c) => {
+    const { rows } = await c.query("select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 as wal");
+    return Number(rows[0].wal);
+  });
+}
+
+/**
+ * How the outcome's updates of `invocations` were written in a side's copy since it was made: the share
+ * that was HOT (no index entries; docs/benchmarks.md "The fourteenth round"). Read after the statistics
+ * settle (a backend reports its counts at most every few seconds when idle).
+ */
+async function invocationUpdates(url: string): Promise<{ updated: number; hot: number }> {
+  return withPgClient(url, async (c) => {
+    const { rows } = await c.query(
+      "select n_tup_upd::float8 as updated, n_tup_hot_upd::float8 as hot from pg_stat_user_tables where relname = 'invocations'",
+    );
+    return { updated: Number(rows[0]?.updated ?? 0), hot: Number(rows[0]?.hot ?? 0) };
+  });
 }
 
 const children: Service[] = [];
@@ -124,10 +151,23 @@ async function run(): Promise<void> {
       overhead[side] = (await go(side, "execute", 1)).p50Ms - direct.p50Ms;
     }
     const rate32 = {} as Record<Side, number>;
-    for (const side of order) rate32[side] = (await go(side, "execute", 32)).okPerSecond;
-    rounds.push({ first: order[0]!, overhead, rate32 });
+    const wal32 = {} as Record<Side, number>;
+    for (const side of order) {
+      const before = await walBytes(server.adminUrl);
+      const m = await go(side, "execute", 32);
+      rate32[side] = m.okPerSecond;
+      wal32[side] = ((await walBytes(server.adminUrl)) - before) / Math.max(1, m.ok);
+    }
+    rounds.push({ first: order[0]!, overhead, rate32, wal32 });
   }
   report(rounds);
+  await sleep(STATS_SETTLE_MS);
+  for (const side of ["baseline", "this"] as const) {
+    const u = await invocationUpdates(server.url(sides[side].database));
+    log(
+      `${side}: ${fixed(u.updated, 0)} updates of invocations, ${fixed((100 * u.hot) / Math.max(1, u.updated), 0)} % HOT`,
+    );
+  }
   await Promise.all(Object.values(sides).map((s) => s.service.stop()));
   await withPgClient(server.adminUrl, async (c) => {
     for (const s of Object.values(sides))
@@ -151,6 +191,7 @@ function report(rounds: readonly Round[]): void {
         "this − baseline ms",
         "c=32 baseline / this /s",
         "c=32 change",
+        "WAL/execute c=32 baseline / this kB",
       ],
       [
         ...rounds.map((r, i) => [
@@ -160,6 +201,7 @@ function report(rounds: readonly Round[]): void {
           fixed(diff(r), 3),
           `${fixed(r.rate32.baseline, 0)} / ${fixed(r.rate32.this, 0)}`,
           `${fixed(100 * gain(r), 1)} %`,
+          `${fixed(r.wal32.baseline / 1024, 2)} / ${fixed(r.wal32.this / 1024, 2)}`,
         ]),
         [
           "median",
@@ -168,6 +210,7 @@ function report(rounds: readonly Round[]): void {
           fixed(median(rounds.map(diff)), 3),
           `${fixed(median(rounds.map((r) => r.rate32.baseline)), 0)} / ${fixed(median(rounds.map((r) => r.rate32.this)), 0)}`,
           `${fixed(100 * median(rounds.map(gain)), 1)} %`,
+          `${fixed(median(rounds.map((r) => r.wal32.baseline)) / 1024, 2)} / ${fixed(median(rounds.map((r) => r.wal32.this)) / 1024, 2)}`,
         ],
       ],
     ),

@@ -34,7 +34,7 @@ import {
  * later, so every read of pg_stat_database waits STATS_SETTLE_MS after the work it should see.
  */
 
-const STATS_SETTLE_MS = 11_000;
+export const STATS_SETTLE_MS = 11_000;
 const IDLE_WINDOW_MS = 11_000;
 
 export interface CountPlan {
