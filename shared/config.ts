@@ -656,7 +656,7 @@ export const SETTINGS = {
   executionsRecoveryIntervalMs: intervalOrOff(
     "EXECUTIONS_RECOVERY_INTERVAL_MS",
     30000,
-    "how often each executions worker ends invocations whose job the queue gave up on (or lost) without ending them, and sends a job for a run here whose process died; 0 disables it (and running executions in the submitting request)",
+    "how often each executions worker ends invocations whose job the queue gave up on (or lost) without ending them, and sends a job for a run here whose process died; most passes read the last 15 minutes of invocations, every twentieth all of them (docs/reliability.md); 0 disables it (and running executions in the submitting request)",
   ),
   settlementRecoveryIntervalMs: intervalOrOff(
     "SETTLEMENT_RECOVERY_INTERVAL_MS",

@@ -11,9 +11,9 @@ import {
   failInvocation,
   RunInProgress,
   type Runner,
-  recoverOrphanedInvocations,
   runExecutionsHere,
   runInvocation,
+  scheduleOrphanRecovery,
 } from "../shared/routing/index.js";
 import { x402EdgeSettlement } from "../shared/x402/index.js";
 import { payloadValidator } from "./payload.js";
@@ -85,13 +85,8 @@ export function startExecutionsWorker(): Worker {
   // The handler above runs after the job is failed in Redis: a process killed in between leaves the
   // invocation open, and this sweep ends it (shared/routing/recovery.ts).
   if (config.executionsRecoveryIntervalMs > 0) {
-    const timer = setInterval(() => {
-      recoverOrphanedInvocations(x402EdgeSettlement).catch((err) =>
-        logger().error({ err }, "executions recovery sweep failed"),
-      );
-    }, config.executionsRecoveryIntervalMs);
-    timer.unref();
-    worker.on("closing", () => clearInterval(timer));
+    const stop = scheduleOrphanRecovery(x402EdgeSettlement, config.executionsRecoveryIntervalMs);
+    worker.on("closing", stop);
   }
   return worker;
 }

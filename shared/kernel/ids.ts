@@ -19,3 +19,13 @@ export function isUuid(id: string): boolean {
 export function newTimeOrderedId(): string {
   return uuidv7();
 }
+
+/**
+ * The least time-ordered id of the given moment: its 48 bits of Unix milliseconds, every other bit 0.
+ * Every id newTimeOrderedId made at that moment or later sorts at or above it (PostgreSQL orders uuids
+ * byte by byte), so `id >= floor` is a range of a time-ordered primary key: the rows since then.
+ */
+export function timeOrderedIdFloor(at: Date): string {
+  const hex = Math.max(0, Math.floor(at.getTime())).toString(16).padStart(12, "0");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-0000-0000-000000000000`;
+}

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { UnrecoverableError, Worker } from "bullmq";
+import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getConfig } from "../../shared/config.js";
 import { closeDb, db } from "../../shared/db/knex.js";
@@ -8,7 +9,12 @@ import { balances } from "../../shared/money/ledger/ledger.js";
 import { closeQueues, enqueue, getQueue } from "../../shared/queues.js";
 import { createRedis } from "../../shared/redis.js";
 import { holdKey } from "../../shared/routing/paid-invocations.js";
-import { recoverOrphanedInvocations } from "../../shared/routing/recovery.js";
+import {
+  FULL_PASS_EVERY,
+  RECENT_WINDOW_SECONDS,
+  recoverOrphanedInvocations,
+  sweepScope,
+} from "../../shared/routing/recovery.js";
 import { x402EdgeSettlement } from "../../shared/x402/index.js";
 import { buildAgent, buildListing, insertInvocation, type TestAgent } from "../helpers/factories.js";
 import { fundAgent } from "../helpers/money.js";
@@ -39,7 +45,7 @@ afterAll(async () => {
 });
 
 /** A funded buyer's paid invocation with its hold, as submitInvoke commits it, created `ageSeconds` ago. */
-async function paidInvocation(ageSeconds: number) {
+async function paidInvocation(ageSeconds: number, id: string = randomUUID()) {
   const listing = await buildListing({
     endpointUrl: "http://127.0.0.1:9/never",
     price: 0.5,
@@ -48,7 +54,6 @@ async function paidInvocation(ageSeconds: number) {
   const buyer = await buildAgent();
   await fundAgent(buyer.agentId, 1_000_000n);
   const key = await db()("api_keys").where({ agent_id: buyer.agentId }).first();
-  const id = randomUUID();
   await db().transaction(async (trx) => {
     await insertInvocation(trx, {
       id,
@@ -129,5 +134,38 @@ describe("the executions recovery sweep", () => {
     expect(await getQueue("executions").getJobState(young.id)).toBe("unknown");
     for (const { id } of [gone, live, young]) expect(await statusOf(id)).toBe("queued");
     expect(await recoverOrphanedInvocations(x402EdgeSettlement)).toEqual({ failed: 0, requeued: 0 });
+  });
+
+  it("reads the recent window by its time-ordered ids on most passes, and every open invocation on a full one", async () => {
+    // As the service makes them: a time-ordered id that carries the moment the invocation was created.
+    const aged = (seconds: number) => paidInvocation(seconds, uuidv7({ msecs: Date.now() - seconds * 1000 }));
+    const old = await aged(RECENT_WINDOW_SECONDS + 5 * 60);
+    const recent = await aged(60);
+    const queue = getQueue("executions");
+
+    expect(await recoverOrphanedInvocations(x402EdgeSettlement, sweepScope(1))).toEqual({
+      failed: 0,
+      requeued: 1,
+    });
+    expect(await queue.getJobState(recent.id)).toBe("waiting");
+    expect(await queue.getJobState(old.id)).toBe("unknown");
+
+    expect(await recoverOrphanedInvocations(x402EdgeSettlement, sweepScope(FULL_PASS_EVERY))).toEqual({
+      failed: 0,
+      requeued: 1,
+    });
+    expect(await queue.getJobState(old.id)).toBe("waiting");
+  });
+});
+
+describe("the sweep's passes", () => {
+  it("are full on a process's first pass and every FULL_PASS_EVERY-th, else the recent window", () => {
+    const now = new Date("2026-11-27T08:00:00Z");
+    expect(sweepScope(0, now)).toEqual({});
+    expect(sweepScope(FULL_PASS_EVERY, now)).toEqual({});
+    for (const pass of [1, FULL_PASS_EVERY - 1, FULL_PASS_EVERY + 1])
+      expect(sweepScope(pass, now)).toEqual({
+        createdSince: new Date(now.getTime() - RECENT_WINDOW_SECONDS * 1000),
+      });
   });
 });

@@ -1,6 +1,7 @@
+import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { db } from "../../shared/db/knex.js";
-import { newTimeOrderedId } from "../../shared/kernel/ids.js";
+import { newTimeOrderedId, timeOrderedIdFloor } from "../../shared/kernel/ids.js";
 import { listAttempts } from "../../shared/routing/store/invocations.js";
 import { buildAgent, type TestAgent } from "../helpers/factories.js";
 import { api } from "../helpers/http.js";
@@ -58,4 +59,20 @@ it("makes ids that stay distinct within one millisecond", () => {
   const ids = Array.from({ length: 1000 }, () => newTimeOrderedId());
   expect(new Set(ids).size).toBe(1000);
   for (const id of ids.slice(0, 5)) v7Millis(id);
+});
+
+it("puts the floor of a moment at or below every id made from then on, and above every id made before", async () => {
+  const at = new Date();
+  const floor = timeOrderedIdFloor(at);
+  expect(v7Millis(uuidv7({ msecs: at.getTime() }))).toBe(at.getTime());
+  const since = [uuidv7({ msecs: at.getTime() }), uuidv7({ msecs: at.getTime() + 1 }), newTimeOrderedId()];
+  const before = [uuidv7({ msecs: at.getTime() - 1 }), uuidv7({ msecs: at.getTime() - 60_000 })];
+  // PostgreSQL's order of uuids, which the recovery sweep's `id >= floor` range relies on.
+  const { rows } = await db().raw("select id::text, id >= ?::uuid as since from unnest(?::uuid[]) as id", [
+    floor,
+    [...since, ...before],
+  ]);
+  expect(Object.fromEntries(rows.map((r: { id: string; since: boolean }) => [r.id, r.since]))).toEqual(
+    Object.fromEntries([...since.map((id) => [id, true]), ...before.map((id) => [id, false])]),
+  );
 });

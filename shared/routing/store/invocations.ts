@@ -424,13 +424,19 @@ export async function finishInvocation(
  * Open invocations older than `olderThanSeconds` that no outbox row will send: their row was sent, or
  * they have none (a run in the submitting process, or a test's bare row). Each should be owned by a live
  * job, or be a run still going in its process; recovery checks for the job and sends one if it is gone.
+ * With `idFloor` (kernel/ids.ts timeOrderedIdFloor), only those whose time-ordered id is at or above it:
+ * a range of the primary key instead of a scan of the whole table.
  */
 export async function listSentOpenInvocations(
   q: Db,
   olderThanSeconds: number,
   limit: number,
+  idFloor?: string,
 ): Promise<string[]> {
   const rows = await q("invocations as i")
+    .modify((b) => {
+      if (idFloor !== undefined) b.where("i.id", ">=", idFloor);
+    })
     .whereIn("i.status", ["queued", "running"])
     .andWhere("i.created_at", "<", q.raw("now() - make_interval(secs => ?)", [olderThanSeconds]))
     .whereNotExists(
