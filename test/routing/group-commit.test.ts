@@ -15,6 +15,7 @@ import {
 } from "../../shared/routing/store/invocations.js";
 import { buildAgent, buildListing, freeInvocationRow, type TestAgent } from "../helpers/factories.js";
 import { api } from "../helpers/http.js";
+import { useOwnDatabase } from "../helpers/own-database.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
 
@@ -22,12 +23,16 @@ import { startService, type TestService } from "../helpers/service.js";
 // write, row for row, what their single statements write, each row under its own conditions; and
 // executes that arrive together are grouped and each answered with its own result.
 
+// Own database: a claim proves the catalog's generation, which any listing another file writes at the
+// same time would move.
+let ownDb: Awaited<ReturnType<typeof useOwnDatabase>>;
 let service: TestService;
 let buyer: TestAgent;
 let keyId: string;
 let seller: TestSeller;
 
 beforeAll(async () => {
+  ownDb = await useOwnDatabase("group_commit");
   service = await startService();
   buyer = await buildAgent();
   keyId = (await db()("api_keys").where({ agent_id: buyer.agentId }).first()).id;
@@ -40,6 +45,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await seller.close();
   await service.stop();
+  await ownDb?.drop();
 });
 
 const TIMING = { maxCallMs: 1000, marginMs: 1000 };

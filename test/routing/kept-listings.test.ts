@@ -10,6 +10,7 @@ import {
 } from "../../shared/routing/store/invocations.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
+import { useOwnDatabase } from "../helpers/own-database.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
 
@@ -18,17 +19,22 @@ import { startService, type TestService } from "../helpers/service.js";
 // are proved"). Every write below goes straight to the table, as a probe, a migration or an operator's
 // psql would: the proof must not depend on who writes.
 
+// Own database: the proof rests on the catalog's generation, which any listing another file writes at
+// the same time would move.
+let ownDb: Awaited<ReturnType<typeof useOwnDatabase>>;
 let service: TestService;
 let buyer: TestAgent;
 const sellers: TestSeller[] = [];
 
 beforeAll(async () => {
+  ownDb = await useOwnDatabase("kept_listings");
   service = await startService();
   buyer = await buildAgent();
 });
 afterAll(async () => {
   for (const s of sellers) await s.close();
   await service.stop();
+  await ownDb?.drop();
 });
 
 const task = () => `kept-${randomBytes(4).toString("hex")}`;
