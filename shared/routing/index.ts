@@ -29,7 +29,7 @@ export { matchProviders } from "./match.js";
 export { holdForInvocation } from "./paid-invocations.js";
 export { processHealthProbe, processProbeSweep, scheduleProbeSweep } from "./probe-sweep.js";
 export { createQuote, quoteNotUsable, quoteView, readQuote } from "./quotes.js";
-export { ABANDONED_BY_QUEUE, recoverOrphanedInvocations, scheduleOrphanRecovery } from "./recovery.js";
+export { ABANDONED_BY_QUEUE, scheduleOrphanRecovery } from "./recovery.js";
 export {
   activeSigningKey,
   publishedJwks,

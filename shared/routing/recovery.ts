@@ -32,7 +32,8 @@ const BATCH = 100;
  * the window is a range of the primary key. Read whole, the table is a sequential scan that grows with
  * the history (98 ms at 35,000 invocations on a 2-core machine), every interval, in every executions
  * process. An open invocation outlives the window only when it waited for approval or for a backlog,
- * or when its jobs were retried for that long; the full pass below finds those.
+ * or when its jobs were retried for that long; the full pass below finds those, and the invocations
+ * made before ids were time-ordered (migrations/20261130000100), whose random ids no window holds.
  */
 export const RECENT_WINDOW_SECONDS = 15 * 60;
 /** The first pass of a process, and every this many after it, read every open invocation however old. */
