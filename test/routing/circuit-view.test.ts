@@ -7,6 +7,7 @@ import { circuitKeys, serviceCircuitOptions } from "../../shared/routing/circuit
 import { circuitSeen, seenOpenCircuits } from "../../shared/routing/circuit-view.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api } from "../helpers/http.js";
+import { useOwnDatabase } from "../helpers/own-database.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
 import { startService, type TestService } from "../helpers/service.js";
 
@@ -14,14 +15,17 @@ import { startService, type TestService } from "../helpers/service.js";
 // what it last read or was told by its own gates, for RANKING_STATS_TTL_MS. A circuit that moved behind the
 // view's back is met by the call gate, which checks Redis before every call; a refusal the view alone
 // caused is decided again on a fresh read. Circuits are moved here straight in Redis, as another
-// process's calls would move them.
+// process's calls would move them. Own database: a listing another file writes meanwhile would move the
+// catalog's generation, and the execute after it would read afresh instead of acting on its copy.
 
+let ownDb: Awaited<ReturnType<typeof useOwnDatabase>>;
 let service: TestService;
 let buyer: TestAgent;
 const sellers: TestSeller[] = [];
 const original = getConfig();
 
 beforeAll(async () => {
+  ownDb = await useOwnDatabase("circuit_view");
   service = await startService();
   buyer = await buildAgent();
 });
@@ -31,6 +35,7 @@ afterEach(() => {
 afterAll(async () => {
   for (const s of sellers) await s.close();
   await service.stop();
+  await ownDb?.drop();
 });
 
 async function seller(from: string): Promise<string> {
