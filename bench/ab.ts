@@ -2,7 +2,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../shared/infra/free-port.js";
 import { SERVICE_NODE_FLAGS } from "../shared/infra/node-flags.js";
-import { STATS_SETTLE_MS } from "./execute/round-trips.js";
+import { readPg, STATS_SETTLE_MS } from "./execute/round-trips.js";
 import {
   echoScenarios,
   fixed,
@@ -63,14 +63,6 @@ interface Round {
   rate32: Record<Side, number>;
   /** WAL bytes per execute of the c=32 run (server-wide: the other side's idle background counts too). */
   wal32: Record<Side, number>;
-}
-
-/** The server's write-ahead log position, in bytes. */
-async function walBytes(adminUrl: string): Promise<number> {
-  return withPgClient(adminUrl, async (c) => {
-    const { rows } = await c.query("select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 as wal");
-    return Number(rows[0].wal);
-  });
 }
 
 /**
@@ -153,10 +145,11 @@ async function run(): Promise<void> {
     const rate32 = {} as Record<Side, number>;
     const wal32 = {} as Record<Side, number>;
     for (const side of order) {
-      const before = await walBytes(server.adminUrl);
+      const wal = async () => (await readPg(server.adminUrl, sides[side].database)).wal;
+      const before = await wal();
       const m = await go(side, "execute", 32);
       rate32[side] = m.okPerSecond;
-      wal32[side] = ((await walBytes(server.adminUrl)) - before) / Math.max(1, m.ok);
+      wal32[side] = ((await wal()) - before) / Math.max(1, m.ok);
     }
     rounds.push({ first: order[0]!, overhead, rate32, wal32 });
   }

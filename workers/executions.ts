@@ -85,8 +85,8 @@ export function startExecutionsWorker(): Worker {
   // The handler above runs after the job is failed in Redis: a process killed in between leaves the
   // invocation open, and this sweep ends it (shared/routing/recovery.ts).
   if (config.executionsRecoveryIntervalMs > 0) {
-    const stop = scheduleOrphanRecovery(x402EdgeSettlement, config.executionsRecoveryIntervalMs);
-    worker.on("closing", stop);
+    const sweep = scheduleOrphanRecovery(x402EdgeSettlement, config.executionsRecoveryIntervalMs);
+    worker.on("closing", () => void sweep.stop());
   }
   return worker;
 }

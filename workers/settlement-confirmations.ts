@@ -1,5 +1,6 @@
 import { DelayedError, type Job, UnrecoverableError, Worker } from "bullmq";
 import { getConfig } from "../shared/config.js";
+import { runPeriodically } from "../shared/infra/periodic.js";
 import { logger } from "../shared/log.js";
 import {
   confirmDeposit,
@@ -80,13 +81,13 @@ export function startSettlementConfirmationsWorker(): Worker {
   // Nothing else drives an x402 payment to the chain, or credits a deposit its payer does not verify
   // again: one whose job the queue failed for good (a worker killed twice while holding it) is re-driven.
   if (config.settlementRecoveryIntervalMs > 0) {
-    const timer = setInterval(() => {
-      Promise.all([redriveX402Settlements(), redriveDeposits()]).catch((err) =>
-        logger().error({ err }, "settlement recovery sweep failed"),
-      );
-    }, config.settlementRecoveryIntervalMs);
-    timer.unref();
-    worker.on("closing", () => clearInterval(timer));
+    const sweep = runPeriodically(config.settlementRecoveryIntervalMs, () =>
+      Promise.all([redriveX402Settlements(), redriveDeposits()]).then(
+        () => {},
+        (err) => logger().error({ err }, "settlement recovery sweep failed"),
+      ),
+    );
+    worker.on("closing", () => void sweep.stop());
   }
   return worker;
 }

@@ -70,7 +70,8 @@ interface Window {
   redis: { roundTrips: number; commands: number } | undefined;
 }
 
-async function readPg(adminUrl: string, database: string): Promise<PgCounters> {
+/** The database's commit and row counters, and the server's WAL position in bytes. */
+export async function readPg(adminUrl: string, database: string): Promise<PgCounters> {
   const { rows } = await withPgClient(adminUrl, (client) =>
     client.query(
       `select xact_commit, tup_inserted, tup_updated, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') as wal

@@ -1,5 +1,6 @@
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
+import { type Periodic, runPeriodically } from "../infra/periodic.js";
 import { logger } from "../log.js";
 import { QUEUE_NAMES, type QueueName } from "../queue-names.js";
 import { enqueue } from "../queues.js";
@@ -75,34 +76,18 @@ export async function purgeExpired(housekeeping: Housekeeping[]): Promise<void> 
   for (const task of housekeeping) await task();
 }
 
-export interface Sweeper {
-  stop(): Promise<void>;
-}
+export type Sweeper = Periodic;
 
 /** Runs the sweep on OUTBOX_SWEEP_INTERVAL_MS, one pass at a time, in the web process. */
 export function startSweeper(housekeeping: Housekeeping[]): Sweeper {
-  let running: Promise<void> | undefined;
   let passes = 0;
-  const tick = () => {
-    if (running) return;
-    running = (async () => {
-      try {
-        const sent = await sweepOutbox();
-        if (sent > 0) logger().info({ sent }, "outbox sweeper re-sent jobs");
-        if (passes++ % 100 === 0) await purgeExpired(housekeeping);
-      } catch (err) {
-        logger().warn({ err }, "outbox sweep failed; will try again");
-      } finally {
-        running = undefined;
-      }
-    })();
-  };
-  const timer = setInterval(tick, getConfig().outboxSweepIntervalMs);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
+  return runPeriodically(getConfig().outboxSweepIntervalMs, async () => {
+    try {
+      const sent = await sweepOutbox();
+      if (sent > 0) logger().info({ sent }, "outbox sweeper re-sent jobs");
+      if (passes++ % 100 === 0) await purgeExpired(housekeeping);
+    } catch (err) {
+      logger().warn({ err }, "outbox sweep failed; will try again");
+    }
+  });
 }

@@ -1,4 +1,5 @@
 import { db } from "../db/knex.js";
+import { type Periodic, runPeriodically } from "../infra/periodic.js";
 import { timeOrderedIdFloor } from "../kernel/ids.js";
 import { logger } from "../log.js";
 import { enqueue, getQueue } from "../queues.js";
@@ -39,9 +40,8 @@ export const RECENT_WINDOW_SECONDS = 15 * 60;
 /** The first pass of a process, and every this many after it, read every open invocation however old. */
 export const FULL_PASS_EVERY = 20;
 
-/** Which open invocations one pass reads: older than the grace, and, unless full, created since. */
+/** Which open invocations one pass reads besides the grace: unless full, those created since. */
 export interface SweepScope {
-  olderThanSeconds?: number;
   createdSince?: Date;
 }
 
@@ -65,12 +65,7 @@ export async function recoverOrphanedInvocations(
   const queue = getQueue("executions");
   const done = { failed: 0, requeued: 0 };
   const floor = scope.createdSince && timeOrderedIdFloor(scope.createdSince);
-  const ids = await listSentOpenInvocations(
-    db(),
-    scope.olderThanSeconds ?? RECOVERY_GRACE_SECONDS,
-    BATCH,
-    floor,
-  );
+  const ids = await listSentOpenInvocations(db(), RECOVERY_GRACE_SECONDS, BATCH, floor);
   for (const id of ids) {
     const state = await queue.getJobState(id);
     if (state === "failed" || state === "completed") {
@@ -88,21 +83,15 @@ export async function recoverOrphanedInvocations(
 }
 
 /**
- * Runs the sweep every `intervalMs` in this process (sweepScope decides each pass's scope; a pass still
- * running when the next is due is not doubled). Answers the function that stops it.
+ * Runs the sweep every `intervalMs` in this process, one pass at a time; sweepScope decides each pass's
+ * scope.
  */
-export function scheduleOrphanRecovery(edge: EdgeSettlement, intervalMs: number): () => void {
+export function scheduleOrphanRecovery(edge: EdgeSettlement, intervalMs: number): Periodic {
   let pass = 0;
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    recoverOrphanedInvocations(edge, sweepScope(pass++))
-      .catch((err) => logger().error({ err }, "executions recovery sweep failed"))
-      .finally(() => {
-        running = false;
-      });
-  }, intervalMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  return runPeriodically(intervalMs, () =>
+    recoverOrphanedInvocations(edge, sweepScope(pass++)).then(
+      () => {},
+      (err) => logger().error({ err }, "executions recovery sweep failed"),
+    ),
+  );
 }

@@ -1,6 +1,7 @@
 import { recordAudit } from "../../audit/index.js";
 import { getConfig } from "../../config.js";
 import { db } from "../../db/knex.js";
+import { type Periodic, runPeriodically } from "../../infra/periodic.js";
 import { logger } from "../../log.js";
 import { retryTransient } from "../../money/index.js";
 import { lockExpiredApprovals, markApprovalExpired } from "../store/approvals.js";
@@ -42,32 +43,16 @@ export async function expireDueApprovals(): Promise<number> {
   );
 }
 
-export interface ApprovalExpiry {
-  stop(): Promise<void>;
-}
+export type ApprovalExpiry = Periodic;
 
 /** Runs the expiry sweep every APPROVAL_SWEEP_INTERVAL_MS in the web process, one pass at a time. */
 export function startApprovalExpiry(): ApprovalExpiry {
-  let running: Promise<void> | undefined;
-  const tick = () => {
-    if (running) return;
-    running = (async () => {
-      try {
-        const expired = await expireDueApprovals();
-        if (expired > 0) logger().info({ expired }, "released purchases whose approval expired");
-      } catch (err) {
-        logger().warn({ err }, "approval expiry sweep failed; will try again");
-      } finally {
-        running = undefined;
-      }
-    })();
-  };
-  const timer = setInterval(tick, getConfig().approvalSweepIntervalMs);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
+  return runPeriodically(getConfig().approvalSweepIntervalMs, async () => {
+    try {
+      const expired = await expireDueApprovals();
+      if (expired > 0) logger().info({ expired }, "released purchases whose approval expired");
+    } catch (err) {
+      logger().warn({ err }, "approval expiry sweep failed; will try again");
+    }
+  });
 }
