@@ -34,8 +34,8 @@ import {
  * deployment has), on the machine's PostgreSQL and Redis (or BENCH_DATABASE_URL's server and BENCH_REDIS_URL). Each round, each side in turn (the side going
  * first alternating): the direct echo and the free execute at c=1, then the execute at c=32; both copies
  * vacuumed and analysed before each round. Prints each round's overheads and rates, the paired
- * differences, their medians and how often this side won, the WAL each c=32 execute wrote, and each
- * copy's share of HOT updates of `invocations`. Never fails on the figures.
+ * differences, their medians and how often this side won, the WAL and the CPU (the service's, and
+ * PostgreSQL's) each c=32 execute took, and each copy's share of HOT updates of `invocations`. Never fails on the figures.
  *
  * BENCH_SECONDS (default 8) per run, BENCH_AB_ROUNDS (default 6). The template must not be migrated past
  * what the baseline knows (its service refuses a database with migrations it lacks): run the baseline's
@@ -63,6 +63,12 @@ interface Round {
   rate32: Record<Side, number>;
   /** WAL bytes per execute of the c=32 run (server-wide: the other side's idle background counts too). */
   wal32: Record<Side, number>;
+  /**
+   * CPU milliseconds per execute of the c=32 run: the side's service process (all its threads), and
+   * PostgreSQL (server-wide). At c=32 the service's one JavaScript thread is the limit, and a lever that
+   * takes work off it shows here in a single round, where the rate moves with the machine's phase.
+   */
+  cpu32: Record<Side, { service: number; postgres: number }>;
 }
 
 /**
@@ -144,14 +150,17 @@ async function run(): Promise<void> {
     }
     const rate32 = {} as Record<Side, number>;
     const wal32 = {} as Record<Side, number>;
+    const cpu32 = {} as Record<Side, { service: number; postgres: number }>;
     for (const side of order) {
       const wal = async () => (await readPg(server.adminUrl, sides[side].database)).wal;
       const before = await wal();
       const m = await go(side, "execute", 32);
       rate32[side] = m.okPerSecond;
       wal32[side] = ((await wal()) - before) / Math.max(1, m.ok);
+      const msPerExecute = (cores: number) => (1000 * cores) / Math.max(1, m.okPerSecond);
+      cpu32[side] = { service: msPerExecute(m.cpu.service), postgres: msPerExecute(m.cpu.postgres) };
     }
-    rounds.push({ first: order[0]!, overhead, rate32, wal32 });
+    rounds.push({ first: order[0]!, overhead, rate32, wal32, cpu32 });
   }
   report(rounds);
   await sleep(STATS_SETTLE_MS);
@@ -185,6 +194,8 @@ function report(rounds: readonly Round[]): void {
         "c=32 baseline / this /s",
         "c=32 change",
         "WAL/execute c=32 baseline / this kB",
+        "CPU/execute c=32 service baseline / this ms",
+        "postgres baseline / this ms",
       ],
       [
         ...rounds.map((r, i) => [
@@ -195,6 +206,8 @@ function report(rounds: readonly Round[]): void {
           `${fixed(r.rate32.baseline, 0)} / ${fixed(r.rate32.this, 0)}`,
           `${fixed(100 * gain(r), 1)} %`,
           `${fixed(r.wal32.baseline / 1024, 2)} / ${fixed(r.wal32.this / 1024, 2)}`,
+          `${fixed(r.cpu32.baseline.service, 3)} / ${fixed(r.cpu32.this.service, 3)}`,
+          `${fixed(r.cpu32.baseline.postgres, 3)} / ${fixed(r.cpu32.this.postgres, 3)}`,
         ]),
         [
           "median",
@@ -204,13 +217,16 @@ function report(rounds: readonly Round[]): void {
           `${fixed(median(rounds.map((r) => r.rate32.baseline)), 0)} / ${fixed(median(rounds.map((r) => r.rate32.this)), 0)}`,
           `${fixed(100 * median(rounds.map(gain)), 1)} %`,
           `${fixed(median(rounds.map((r) => r.wal32.baseline)) / 1024, 2)} / ${fixed(median(rounds.map((r) => r.wal32.this)) / 1024, 2)}`,
+          `${fixed(median(rounds.map((r) => r.cpu32.baseline.service)), 3)} / ${fixed(median(rounds.map((r) => r.cpu32.this.service)), 3)}`,
+          `${fixed(median(rounds.map((r) => r.cpu32.baseline.postgres)), 3)} / ${fixed(median(rounds.map((r) => r.cpu32.this.postgres)), 3)}`,
         ],
       ],
     ),
   );
   log(
     `this checkout's overhead was lower in ${rounds.filter((r) => diff(r) < 0).length} of ${rounds.length} rounds, ` +
-      `its c=32 rate higher in ${rounds.filter((r) => gain(r) > 0).length} of ${rounds.length}`,
+      `its c=32 rate higher in ${rounds.filter((r) => gain(r) > 0).length} of ${rounds.length}, ` +
+      `its service's CPU per c=32 execute lower in ${rounds.filter((r) => r.cpu32.this.service < r.cpu32.baseline.service).length} of ${rounds.length}`,
   );
   // Going first in a round has measured an advantage of its own at c=1 (0.05–0.08 ms in an A/A of one
   // build against itself): the mean of each order's mean difference cancels it.
