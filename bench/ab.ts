@@ -68,7 +68,7 @@ interface Round {
    * PostgreSQL (server-wide). At c=32 the service's one JavaScript thread is the limit, and a lever that
    * takes work off it shows here in a single round, where the rate moves with the machine's phase.
    */
-  cpu32: Record<Side, { service: number; postgres: number }>;
+  cpu32: Record<Side, { service: number; postgres: number; stealPct: number }>;
 }
 
 /**
@@ -150,7 +150,7 @@ async function run(): Promise<void> {
     }
     const rate32 = {} as Record<Side, number>;
     const wal32 = {} as Record<Side, number>;
-    const cpu32 = {} as Record<Side, { service: number; postgres: number }>;
+    const cpu32 = {} as Record<Side, { service: number; postgres: number; stealPct: number }>;
     for (const side of order) {
       const wal = async () => (await readPg(server.adminUrl, sides[side].database)).wal;
       const before = await wal();
@@ -158,7 +158,11 @@ async function run(): Promise<void> {
       rate32[side] = m.okPerSecond;
       wal32[side] = ((await wal()) - before) / Math.max(1, m.ok);
       const msPerExecute = (cores: number) => (1000 * cores) / Math.max(1, m.okPerSecond);
-      cpu32[side] = { service: msPerExecute(m.cpu.service), postgres: msPerExecute(m.cpu.postgres) };
+      cpu32[side] = {
+        service: msPerExecute(m.cpu.service),
+        postgres: msPerExecute(m.cpu.postgres),
+        stealPct: m.cpu.machineStealPct,
+      };
     }
     rounds.push({ first: order[0]!, overhead, rate32, wal32, cpu32 });
   }
@@ -196,6 +200,7 @@ function report(rounds: readonly Round[]): void {
         "WAL/execute c=32 baseline / this kB",
         "CPU/execute c=32 service baseline / this ms",
         "postgres baseline / this ms",
+        "steal % baseline / this",
       ],
       [
         ...rounds.map((r, i) => [
@@ -208,6 +213,7 @@ function report(rounds: readonly Round[]): void {
           `${fixed(r.wal32.baseline / 1024, 2)} / ${fixed(r.wal32.this / 1024, 2)}`,
           `${fixed(r.cpu32.baseline.service, 3)} / ${fixed(r.cpu32.this.service, 3)}`,
           `${fixed(r.cpu32.baseline.postgres, 3)} / ${fixed(r.cpu32.this.postgres, 3)}`,
+          `${fixed(r.cpu32.baseline.stealPct, 1)} / ${fixed(r.cpu32.this.stealPct, 1)}`,
         ]),
         [
           "median",
@@ -219,6 +225,7 @@ function report(rounds: readonly Round[]): void {
           `${fixed(median(rounds.map((r) => r.wal32.baseline)) / 1024, 2)} / ${fixed(median(rounds.map((r) => r.wal32.this)) / 1024, 2)}`,
           `${fixed(median(rounds.map((r) => r.cpu32.baseline.service)), 3)} / ${fixed(median(rounds.map((r) => r.cpu32.this.service)), 3)}`,
           `${fixed(median(rounds.map((r) => r.cpu32.baseline.postgres)), 3)} / ${fixed(median(rounds.map((r) => r.cpu32.this.postgres)), 3)}`,
+          "",
         ],
       ],
     ),

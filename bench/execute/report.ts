@@ -38,7 +38,9 @@ export function printResults(results: readonly Result[]): void {
     ),
   );
   log();
-  log("CPU during each run, in cores (machine busy % is across all cores)");
+  log(
+    "CPU during each run, in cores (machine busy % is across all cores; steal %: the machine's time its hypervisor gave to others)",
+  );
   log(
     table(
       [
@@ -53,6 +55,7 @@ export function printResults(results: readonly Result[]): void {
         "bench client",
         "other",
         "busy %",
+        "steal %",
       ],
       results.map((m) => [
         m.scenario,
@@ -66,6 +69,7 @@ export function printResults(results: readonly Result[]): void {
         fixed(m.cpu.bench),
         fixed(m.cpu.other),
         fixed(m.cpu.machineBusyPct, 0),
+        fixed(m.cpu.machineStealPct, 1),
       ]),
     ),
   );
@@ -200,6 +204,8 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
       rate: r.oursRouted32.okPerSecond,
       peerRate: r.peerRouted32.okPerSecond,
       rateRatio: r.oursRouted32.okPerSecond / r.peerRouted32.okPerSecond,
+      // Whether the hypervisor took time during either c=1 run: a ratio moved by steal is the machine's.
+      steal: `${fixed(r.oursRouted.cpu.machineStealPct, 1)} / ${fixed(r.peerRouted.cpu.machineStealPct, 1)}`,
     };
   });
   log(
@@ -219,6 +225,7 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
         "ratio",
         ...(floors ? ["floor ms", "ours − floor ms"] : []),
         "p99 c=1 ms",
+        "steal % c=1 ours / Portkey",
         "c=32 ours / Portkey /s",
         "ratio",
       ],
@@ -230,6 +237,7 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
           `${fixed(r.overheadRatio, 1)}×`,
           ...floorCells(r.floor, r.ours),
           fixed(r.p99),
+          r.steal,
           `${fixed(r.rate, 0)} / ${fixed(r.peerRate, 0)}`,
           `${fixed(r.rateRatio, 2)}×`,
         ]),
@@ -240,6 +248,7 @@ export function printInterleaved(rounds: readonly InterleavedRound[]): void {
           `${fixed(median(rows.map((r) => r.overheadRatio)), 1)}×`,
           ...(floors ? [fixed(median(floors)), fixed(median(rows.map((r) => r.ours - r.floor!)))] : []),
           fixed(median(rows.map((r) => r.p99))),
+          "",
           `${fixed(median(rows.map((r) => r.rate)), 0)} / ${fixed(median(rows.map((r) => r.peerRate)), 0)}`,
           `${fixed(median(rows.map((r) => r.rateRatio)), 2)}×`,
         ],
