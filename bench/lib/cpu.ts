@@ -39,27 +39,43 @@ export function readProcs(): ProcTicks {
   return procs;
 }
 
+/** CPU time of all cores, in ticks: busy, steal, and the total they are shares of. */
+export interface MachineTimes {
+  busy: number;
+  steal: number;
+  total: number;
+}
+
 /**
- * The machine's CPU time so far, in ticks of all cores: busy (user, nice, system, irq and softirq: the
- * loopback traffic of a run is processed in softirq), steal (time the hypervisor ran something else while
- * a virtual core wanted to run) and the total (busy, steal, idle and iowait). From /proc/stat on Linux;
- * elsewhere from os.cpus(), which has neither softirq nor steal.
+ * The machine's times from /proc/stat's first line ("cpu  user nice system idle iowait irq softirq steal
+ * …"): busy is user, nice, system, irq and softirq (the loopback traffic of a run is processed in
+ * softirq); steal is time the hypervisor ran something else while a virtual core wanted to run; the
+ * total adds idle and iowait. Undefined when the text has no such line.
  */
-export function machineTimes(): { busy: number; steal: number; total: number } {
+export function machineTimesFromProcStat(text: string): MachineTimes | undefined {
+  const line = text.split("\n", 1)[0] ?? "";
+  const fields = line.trim().split(/\s+/);
+  if (fields[0] !== "cpu" || fields.length < 9) return undefined;
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = fields.slice(1, 9).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  if (![user, nice, system, idle, iowait, irq, softirq, steal].every(Number.isFinite)) return undefined;
+  const busy = user + nice + system + irq + softirq;
+  return { busy, steal, total: busy + steal + idle + iowait };
+}
+
+/** The machine's CPU times so far: /proc/stat on Linux; elsewhere os.cpus(), without softirq or steal. */
+export function machineTimes(): MachineTimes {
   try {
-    const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0] ?? "";
-    const [user, nice, system, idle, iowait, irq, softirq, steal] = line
-      .trim()
-      .split(/\s+/)
-      .slice(1, 9)
-      .map(Number);
-    if (
-      steal !== undefined &&
-      [user, nice, system, idle, iowait, irq, softirq, steal].every(Number.isFinite)
-    ) {
-      const busy = user! + nice! + system! + irq! + softirq!;
-      return { busy, steal, total: busy + steal + idle! + iowait! };
-    }
+    const times = machineTimesFromProcStat(readFileSync("/proc/stat", "utf8"));
+    if (times) return times;
   } catch {
     // Not Linux: below.
   }
