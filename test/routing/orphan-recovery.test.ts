@@ -11,6 +11,7 @@ import { createRedis } from "../../shared/redis.js";
 import { holdKey } from "../../shared/routing/paid-invocations.js";
 import {
   FULL_PASS_EVERY,
+  orphanSweep,
   RECENT_WINDOW_SECONDS,
   recoverOrphanedInvocations,
   sweepScope,
@@ -155,6 +156,31 @@ describe("the executions recovery sweep", () => {
       requeued: 1,
     });
     expect(await queue.getJobState(old.id)).toBe("waiting");
+  });
+
+  it("reaches an orphan behind a backlog of live jobs larger than a pass reads, in every scope", async () => {
+    // Only this test's invocations are open (the ones above stay open, with jobs or young).
+    await db()("invocations").whereIn("status", ["queued", "running"]).update({ status: "failed" });
+    const aged = (seconds: number) => paidInvocation(seconds, uuidv7({ msecs: Date.now() - seconds * 1000 }));
+    // Oldest first: two whose jobs wait behind a busy queue, then one whose job is gone.
+    const backlog = [await aged(63), await aged(62)];
+    for (const { id } of backlog) await enqueue("executions", id, { invocation_id: id });
+    const orphan = await aged(61);
+    const queue = getQueue("executions");
+
+    // A pass reads two: the full first pass and the first windowed one each read the backlog alone.
+    const sweep = orphanSweep(x402EdgeSettlement, 2);
+    const first = await sweep();
+    expect(first).toMatchObject({ failed: 0, requeued: 0, next: backlog[1]!.id });
+    expect(await sweep()).toMatchObject({ failed: 0, requeued: 0, next: backlog[1]!.id });
+    expect(await queue.getJobState(orphan.id)).toBe("unknown");
+    // The next windowed pass goes on after the backlog, finds the orphan and, a short page, starts over.
+    expect(await sweep()).toEqual({ failed: 0, requeued: 1 });
+    expect(await queue.getJobState(orphan.id)).toBe("waiting");
+    // Without the cursor, the same batch is the backlog every time.
+    expect((await recoverOrphanedInvocations(x402EdgeSettlement, sweepScope(1), 2)).next).toBe(
+      backlog[1]!.id,
+    );
   });
 });
 

@@ -427,15 +427,23 @@ export async function finishInvocation(
  * With `idFloor` (kernel/ids.ts timeOrderedIdFloor), only those whose time-ordered id is at or above it:
  * a range of the primary key instead of a scan of the whole table.
  */
+/**
+ * Open invocations sent to the queue (no unsent outbox row) and older than the grace, at most `limit`, in
+ * id order: those with an id of at least `idFloor` (the recent window), after the id `after` (the next
+ * page). Ids are time-ordered (kernel/ids.ts), so this is about oldest first; the ids made before them
+ * are random and come in no such order, but every one is still read once per run through the pages.
+ */
 export async function listSentOpenInvocations(
   q: Db,
   olderThanSeconds: number,
   limit: number,
   idFloor?: string,
+  after?: string,
 ): Promise<string[]> {
   const rows = await q("invocations as i")
     .modify((b) => {
       if (idFloor !== undefined) b.where("i.id", ">=", idFloor);
+      if (after !== undefined) b.where("i.id", ">", after);
     })
     .whereIn("i.status", ["queued", "running"])
     .andWhere("i.created_at", "<", q.raw("now() - make_interval(secs => ?)", [olderThanSeconds]))
@@ -445,7 +453,7 @@ export async function listSentOpenInvocations(
         .andWhere("o.job_id", q.raw("i.id::text"))
         .whereNull("o.enqueued_at"),
     )
-    .orderBy("i.created_at")
+    .orderBy("i.id")
     .limit(limit)
     .select("i.id");
   return rows.map((r: { id: string }) => r.id);
