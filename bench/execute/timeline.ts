@@ -77,19 +77,58 @@ export function criticalPath(
   return result;
 }
 
-/** Prints the critical path's medians (ms) and shares, beside the direct call to the same provider. */
+/** The slowest executes of a path: how many, and each segment's mean over them (microseconds). */
+export interface PathTail {
+  executes: number;
+  /** Per segment (SEGMENTS' order). */
+  segments: number[];
+  total: number;
+}
+
+/**
+ * The slowest (1 − `quantile`) of the executes by whole path (0.99: the slowest 1 %, rounded, at least
+ * one), and each segment's mean over them: set beside the medians, it says which segment the tail is
+ * made of (a statement's round trip, the provider call, or the service's own steps).
+ */
+export function pathTail(path: CriticalPath, quantile = 0.99): PathTail {
+  const count = Math.max(1, Math.round(path.totals.length * (1 - quantile)));
+  const slowest = path.totals
+    .map((total, i) => ({ total, i }))
+    .sort((a, b) => b.total - a.total)
+    .slice(0, count);
+  const mean = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / Math.max(1, values.length);
+  return {
+    executes: slowest.length,
+    segments: path.segments.map((durations) => mean(slowest.map(({ i }) => durations[i]!))),
+    total: mean(slowest.map(({ total }) => total)),
+  };
+}
+
+/**
+ * Prints the critical path's medians (ms) and shares, beside the direct call to the same provider, and
+ * what the slowest 1 % of executes spent in each segment.
+ */
 export function printCriticalPath(path: CriticalPath, directP50Ms: number | undefined): void {
   const total = median(path.totals) / 1000;
+  const tail = pathTail(path);
   const rows = SEGMENTS.map((name, s) => {
     const ms = median(path.segments[s]!) / 1000;
-    return [name, fixed(ms, 3), `${fixed((100 * ms) / total, 0)} %`];
+    const slow = tail.segments[s]! / 1000;
+    return [name, fixed(ms, 3), `${fixed((100 * ms) / total, 0)} %`, fixed(slow, 3), fixed(slow - ms, 3)];
   });
-  rows.push(["whole path (median of its own)", fixed(total, 3), ""]);
+  rows.push([
+    "whole path (median of its own)",
+    fixed(total, 3),
+    "",
+    fixed(tail.total / 1000, 3),
+    fixed(tail.total / 1000 - total, 3),
+  ]);
   console.log(
     `\nThe free execute's critical path at c=1, inside the service (medians of ${path.matched} executes; ` +
-      `${path.unmatched} whose steps were not all found in order are left out)`,
+      `${path.unmatched} whose steps were not all found in order are left out; the slowest 1 %: the mean of ` +
+      `its ${tail.executes} executes, and how far above the median)`,
   );
-  console.log(table(["segment", "ms", "share"], rows));
+  console.log(table(["segment", "ms", "share", "slowest 1 % ms", "above median ms"], rows));
   const postgres = (median(path.segments[1]!) + median(path.segments[5]!)) / 1000;
   const provider = median(path.segments[3]!) / 1000;
   console.log(

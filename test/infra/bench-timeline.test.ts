@@ -4,7 +4,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { criticalPath, SEGMENTS } from "../../bench/execute/timeline.js";
+import { criticalPath, pathTail, SEGMENTS } from "../../bench/execute/timeline.js";
 import type { TimelineEvent } from "../../bench/execute/timeline-hook.js";
 import { freePort } from "../../shared/infra/free-port.js";
 
@@ -66,6 +66,25 @@ describe("the critical path parser", () => {
     expect(path.matched).toBe(1);
     expect(path.unmatched).toBe(1);
     expect(path.totals).toEqual([4200]);
+  });
+
+  it("says which segment the slowest 1 % of executes is made of", () => {
+    const usual = [500, 1200, 300, 100, 200, 50, 400, 1100, 350];
+    // 198 usual executes, one whose outcome's round trip took 9 ms more, one whose claim was sent 5 ms late.
+    const slowOutcome = usual.map((g, i) => (i === 7 ? g + 9_000 : g));
+    const lateClaim = usual.map((g, i) => (i === 0 ? g + 5_000 : g));
+    const events = [
+      ...Array.from({ length: 198 }, (_, n) => execute(n * 100_000, usual)),
+      execute(198 * 100_000, slowOutcome),
+      execute(199 * 100_000, lateClaim),
+    ].flat();
+    const tail = pathTail(criticalPath(events, PATHS));
+    // 1 % of 200: the two slowest, averaged segment by segment.
+    expect(tail.executes).toBe(2);
+    expect(tail.segments).toEqual([3000, 1200, 300, 350, 400, 5600, 350]);
+    expect(tail.total).toBe(4200 + 7000);
+    // At least one execute, however few there are.
+    expect(pathTail(criticalPath(execute(0, usual), PATHS)).executes).toBe(1);
   });
 });
 
