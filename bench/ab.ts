@@ -35,7 +35,8 @@ import {
  * first alternating): the direct echo and the free execute at c=1, then the execute at c=32; both copies
  * vacuumed and analysed before each round. Prints each round's overheads and rates, the paired
  * differences, their medians and how often this side won, the WAL and the CPU (the service's, and
- * PostgreSQL's) each c=32 execute took, and each copy's share of HOT updates of `invocations`. Never fails on the figures.
+ * PostgreSQL's) each c=32 execute took, and each copy's share of HOT updates of `invocations`. Never
+ * fails on the figures.
  *
  * BENCH_SECONDS (default 8) per run, BENCH_AB_ROUNDS (default 6). The template must not be migrated past
  * what the baseline knows (its service refuses a database with migrations it lacks): run the baseline's

@@ -89,8 +89,18 @@ export function machineTimes(): MachineTimes {
   return { busy, steal: 0, total };
 }
 
+/** The machine as a whole during a run, beside what the meters attribute to processes. */
+export interface MachineShares {
+  machineBusyPct: number;
+  /**
+   * Share of the machine's time its hypervisor gave to others while our cores wanted to run (/proc/stat's
+   * steal): a run with steal is slower for a reason outside every process measured.
+   */
+  machineStealPct: number;
+}
+
 /** CPU used during a run, in cores (1.0 = one core busy the whole time). */
-export interface CpuUse {
+export interface CpuUse extends MachineShares {
   service: number;
   /** The service's kernel (system) time, in cores: socket writes to PostgreSQL, Redis and clients. */
   serviceSys: number;
@@ -101,28 +111,16 @@ export interface CpuUse {
   other: number;
   /** The busiest other processes, so that a noisy neighbour is visible in the output. */
   busiestOthers: { comm: string; cores: number }[];
-  machineBusyPct: number;
-  /**
-   * Share of the machine's time its hypervisor gave to others while our cores wanted to run (/proc/stat's
-   * steal): a run with steal is slower for a reason outside every process measured.
-   */
-  machineStealPct: number;
 }
 
 /** CPU used during a run by named groups of processes (e.g. every web process), in cores. */
-export interface GroupCpuUse<G extends string> {
+export interface GroupCpuUse<G extends string> extends MachineShares {
   groups: Record<G, { cores: number; sysCores: number }>;
   postgres: number;
   redis: number;
   bench: number;
   other: number;
   busiestOthers: { comm: string; cores: number }[];
-  machineBusyPct: number;
-  /**
-   * Share of the machine's time its hypervisor gave to others while our cores wanted to run (/proc/stat's
-   * steal): a run with steal is slower for a reason outside every process measured.
-   */
-  machineStealPct: number;
 }
 
 export interface CpuMeter<T = CpuUse> {

@@ -76,10 +76,8 @@ export async function purgeExpired(housekeeping: Housekeeping[]): Promise<void> 
   for (const task of housekeeping) await task();
 }
 
-export type Sweeper = Periodic;
-
 /** Runs the sweep on OUTBOX_SWEEP_INTERVAL_MS, one pass at a time, in the web process. */
-export function startSweeper(housekeeping: Housekeeping[]): Sweeper {
+export function startSweeper(housekeeping: Housekeeping[]): Periodic {
   let passes = 0;
   return runPeriodically(getConfig().outboxSweepIntervalMs, async () => {
     try {

@@ -27,7 +27,7 @@ export const ABANDONED_BY_QUEUE: LastFailure = {
  */
 export const RECOVERY_GRACE_SECONDS = 10;
 /** Open invocations one pass reads at most (each costs a Redis read of its job's state). */
-export const RECOVERY_BATCH = 100;
+const RECOVERY_BATCH = 100;
 
 /**
  * The frequent pass reads only the invocations created in this window: their ids are time-ordered, so
@@ -103,9 +103,9 @@ export async function recoverOrphanedInvocations(
 /**
  * The sweep's passes in one process, one call a pass: sweepScope decides each pass's scope, and each
  * scope goes on from where its previous pass ended while those passes read whole batches. Starting from
- * the oldest on every pass, a backlog of more than a batch of open invocations whose jobs are live (a queue that is behind)
- * was read again on every pass, and an orphan behind it waited until the backlog shrank; now every open
- * invocation is read within (open invocations / batch) passes of each scope.
+ * the oldest on every pass, a backlog of more than a batch of open invocations whose jobs are live (a
+ * queue that is behind) was read again on every pass, and an orphan behind it waited until the backlog
+ * shrank; now every open invocation is read within (open invocations / batch) passes of each scope.
  */
 export function orphanSweep(
   edge: EdgeSettlement,

@@ -43,10 +43,8 @@ export async function expireDueApprovals(): Promise<number> {
   );
 }
 
-export type ApprovalExpiry = Periodic;
-
 /** Runs the expiry sweep every APPROVAL_SWEEP_INTERVAL_MS in the web process, one pass at a time. */
-export function startApprovalExpiry(): ApprovalExpiry {
+export function startApprovalExpiry(): Periodic {
   return runPeriodically(getConfig().approvalSweepIntervalMs, async () => {
     try {
       const expired = await expireDueApprovals();

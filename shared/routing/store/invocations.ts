@@ -424,14 +424,10 @@ export async function finishInvocation(
  * Open invocations older than `olderThanSeconds` that no outbox row will send: their row was sent, or
  * they have none (a run in the submitting process, or a test's bare row). Each should be owned by a live
  * job, or be a run still going in its process; recovery checks for the job and sends one if it is gone.
- * With `idFloor` (kernel/ids.ts timeOrderedIdFloor), only those whose time-ordered id is at or above it:
- * a range of the primary key instead of a scan of the whole table.
- */
-/**
- * Open invocations sent to the queue (no unsent outbox row) and older than the grace, at most `limit`, in
- * id order: those with an id of at least `idFloor` (the recent window), after the id `after` (the next
- * page). Ids are time-ordered (kernel/ids.ts), so this is about oldest first; the ids made before them
- * are random and come in no such order, but every one is still read once per run through the pages.
+ * At most `limit`, in id order, after the id `after` (the next page). With `idFloor` (kernel/ids.ts
+ * timeOrderedIdFloor), only those whose time-ordered id is at or above it: a range of the primary key
+ * instead of a scan of the whole table. Ids are time-ordered, so id order is about oldest first; the ids
+ * made before them are random and come in no such order, but paging still reads each one once.
  */
 export async function listSentOpenInvocations(
   q: Db,
