@@ -31,11 +31,12 @@ const RECOVERY_BATCH = 100;
 
 /**
  * The frequent pass reads only the invocations created in this window: their ids are time-ordered, so
- * the window is a range of the primary key. Read whole, the table is a sequential scan that grows with
- * the history (98 ms at 35,000 invocations on a 2-core machine), every interval, in every executions
- * process. An open invocation outlives the window only when it waited for approval or for a backlog,
- * or when its jobs were retried for that long; the full pass below finds those, and the invocations
- * made before ids were time-ordered (migrations/20261130000100), whose random ids no window holds.
+ * the window is a range of the open invocations' index. Every pass reads that index, not the history
+ * (migrations/20261201000100); the window keeps the frequent passes on recent work when a backlog of old
+ * open invocations fills whole batches, so an orphan made now is found within the window's own passes.
+ * An open invocation outlives the window only when it waited for approval or for a backlog, or when its
+ * jobs were retried for that long; the full pass below finds those, and the invocations made before ids
+ * were time-ordered (migrations/20261130000100), whose random ids no window holds.
  */
 export const RECENT_WINDOW_SECONDS = 15 * 60;
 /** The first pass of a process, and every this many after it, read every open invocation however old. */

@@ -7,6 +7,7 @@ import { db } from "../../shared/db/knex.js";
 export interface PlanNode {
   "Node Type": string;
   "Relation Name"?: string;
+  "Index Name"?: string;
   "Scan Direction"?: string;
   Plans?: PlanNode[];
 }
