@@ -425,10 +425,10 @@ export async function finishInvocation(
  * they have none (a run in the submitting process, or a test's bare row). Each should be owned by a live
  * job, or be a run still going in its process; recovery checks for the job and sends one if it is gone.
  * At most `limit`, in id order, after the id `after` (the next page). With `idFloor` (kernel/ids.ts
- * timeOrderedIdFloor), only those whose time-ordered id is at or above it: a range of the primary key
- * instead of a scan of the whole table. Ids are time-ordered, so id order is about oldest first; the ids
- * made before them are random and come in no such order, but paging still reads each one once. Read
- * through the partial index of open invocations, a pass costs what is open, not the table's history.
+ * timeOrderedIdFloor), only those whose time-ordered id is at or above it. Ids are time-ordered, so id
+ * order is about oldest first; the ids made before them are random and come in no such order, but paging
+ * still reads each one once. Read through the partial index of open invocations (invocations_open_idx),
+ * a call costs what is open, not the table's history.
  */
 export async function listSentOpenInvocations(
   q: Db,
