@@ -2,7 +2,8 @@
 // invariants' open-invocation check read (shared/routing/recovery.ts, shared/system/invariants). Without
 // it, each of the sweep's passes (every 30 s in every executions process) was a scan of the history that
 // grew with every call ever made: 100–107 ms at 333,000 invocations on a 2-core machine, against 0.1 ms
-// through this index, whose size is what is open (docs/benchmarks.md "The sixteenth round").
+// through this index, which holds what is open and, until vacuum removes them, the entries of what
+// ended since (docs/benchmarks.md "The sixteenth round").
 //
 // The price, measured there: every claim adds an entry (vacuum removes it once the invocation ends), and
 // the outcome's update changes a column of the index's predicate, so it is never a HOT update (it was for

@@ -428,7 +428,7 @@ export async function finishInvocation(
  * timeOrderedIdFloor), only those whose time-ordered id is at or above it. Ids are time-ordered, so id
  * order is about oldest first; the ids made before them are random and come in no such order, but paging
  * still reads each one once. Read through the partial index of open invocations (invocations_open_idx),
- * a call costs what is open, not the table's history.
+ * a call costs what is open and what ended since the call before (until vacuum), not the history.
  */
 export async function listSentOpenInvocations(
   q: Db,
