@@ -151,7 +151,7 @@ async function run(): Promise<void> {
     }
     const rate32 = {} as Record<Side, number>;
     const wal32 = {} as Record<Side, number>;
-    const cpu32 = {} as Record<Side, { service: number; postgres: number; stealPct: number }>;
+    const cpu32 = {} as Round["cpu32"];
     for (const side of order) {
       const wal = async () => (await readPg(server.adminUrl, sides[side].database)).wal;
       const before = await wal();

@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { median } from "../lib/series.js";
+import { mean, median } from "../lib/series.js";
 import { fixed, table } from "../lib.js";
 import type { TimelineEvent } from "./timeline-hook.js";
 
@@ -96,7 +96,6 @@ export function pathTail(path: CriticalPath, quantile = 0.99): PathTail {
     .map((total, i) => ({ total, i }))
     .sort((a, b) => b.total - a.total)
     .slice(0, count);
-  const mean = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / Math.max(1, values.length);
   return {
     executes: slowest.length,
     segments: path.segments.map((durations) => mean(slowest.map(({ i }) => durations[i]!))),

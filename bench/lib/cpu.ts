@@ -56,17 +56,9 @@ export function machineTimesFromProcStat(text: string): MachineTimes | undefined
   const line = text.split("\n", 1)[0] ?? "";
   const fields = line.trim().split(/\s+/);
   if (fields[0] !== "cpu" || fields.length < 9) return undefined;
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = fields.slice(1, 9).map(Number) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  if (![user, nice, system, idle, iowait, irq, softirq, steal].every(Number.isFinite)) return undefined;
+  const values = fields.slice(1, 9).map(Number);
+  if (!values.every(Number.isFinite)) return undefined;
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = values;
   const busy = user + nice + system + irq + softirq;
   return { busy, steal, total: busy + steal + idle + iowait };
 }

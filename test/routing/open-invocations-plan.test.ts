@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import { describe, expect, it } from "vitest";
 import { newTimeOrderedId, timeOrderedIdFloor } from "../../shared/kernel/ids.js";
-import { sentOpenInvocationsQuery } from "../../shared/routing/store/invocations.js";
+import { listSentOpenInvocations } from "../../shared/routing/store/invocations.js";
 import { inRolledBackTransaction, type PlanNode, planNodes } from "../helpers/plans.js";
 
 // The executions recovery sweep reads the open invocations (shared/routing/recovery.ts). Its full pass
@@ -50,9 +50,9 @@ describe("the recovery sweep's read of open invocations", () => {
       const index = await openIndexName(trx);
 
       const passes = {
-        full: sentOpenInvocationsQuery(trx, 10, 100),
-        "full, after a batch": sentOpenInvocationsQuery(trx, 10, 100, undefined, newTimeOrderedId()),
-        window: sentOpenInvocationsQuery(trx, 10, 100, timeOrderedIdFloor(new Date(Date.now() - 900_000))),
+        full: listSentOpenInvocations(trx, 10, 100),
+        "full, after a batch": listSentOpenInvocations(trx, 10, 100, undefined, newTimeOrderedId()),
+        window: listSentOpenInvocations(trx, 10, 100, timeOrderedIdFloor(new Date(Date.now() - 900_000))),
       };
       for (const [pass, query] of Object.entries(passes)) {
         const { sql, bindings } = query.toSQL();

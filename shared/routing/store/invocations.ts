@@ -1,3 +1,4 @@
+import type { Knex } from "knex";
 import { CATALOG_GENERATION_SQL, catalogUnmoved, type ListingRow } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
 import { type InsertGuard, insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
@@ -430,25 +431,14 @@ export async function finishInvocation(
  * still reads each one once. Read through the partial index of open invocations (invocations_open_idx),
  * a call costs what is open and what ended since the call before (until vacuum), not the history.
  */
-export async function listSentOpenInvocations(
+export function listSentOpenInvocations(
   q: Db,
   olderThanSeconds: number,
   limit: number,
   idFloor?: string,
   after?: string,
-): Promise<string[]> {
-  const rows = await sentOpenInvocationsQuery(q, olderThanSeconds, limit, idFloor, after);
-  return rows.map((r: { id: string }) => r.id);
-}
-
-/** listSentOpenInvocations' statement (exported for the plan test). */
-export function sentOpenInvocationsQuery(
-  q: Db,
-  olderThanSeconds: number,
-  limit: number,
-  idFloor?: string,
-  after?: string,
-) {
+): Knex.QueryBuilder<{ id: string }, string[]> {
+  // A query builder, not a promise: awaited, it runs and answers the ids; the plan test explains it.
   return (
     q("invocations as i")
       .modify((b) => {
@@ -467,7 +457,7 @@ export function sentOpenInvocationsQuery(
       )
       .orderBy("i.id")
       .limit(limit)
-      .select("i.id")
+      .pluck("i.id")
   );
 }
 
