@@ -92,11 +92,14 @@ const children: Service[] = [];
 /** Autovacuum's work before each measured run, on a server that runs without it (AutovacuumStandIn). */
 let standIn: AutovacuumStandIn | undefined;
 
-/** measureGroups, after what autovacuum would have done by now; `label` is logged as it starts. */
+/**
+ * measureGroups, after what autovacuum would have done by now, with the service's threads apart;
+ * `label` is logged as it starts.
+ */
 async function measureRun(label: string, spec: LoadSpec, groups: Record<Group, number[]>): Promise<Result> {
   await standIn?.catchUp();
   log(label);
-  return measureGroups(spec, groups);
+  return measureGroups(spec, groups, { threadsOf: groups.service[0] });
 }
 
 /** Every scenario, c=1 then c=32, so that each routed run and its direct call are back to back. */

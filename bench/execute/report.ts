@@ -81,6 +81,46 @@ export function printResults(results: readonly Result[]): void {
     loud(`${m.scenario} c=${m.connections}: ${fixed(m.cpu.other)} cores used outside the bench (${who})`);
   }
   log();
+  printServiceThreads(results);
+}
+
+/** Below this many cores the service did not serve the run (the peer's and the floor's rows). */
+const SERVING_CORES = 0.1;
+
+/**
+ * The service's CPU and context switches per answer, its main thread (the event loop) apart from its
+ * other threads, for the runs it served. It shows what the cores table cannot: at c=1 the same execute
+ * costs the main thread two to three times the CPU it costs at c=32, with the same system calls
+ * (docs/benchmarks.md "The seventeenth round").
+ */
+function printServiceThreads(results: readonly Result[]): void {
+  const served = results.filter(
+    (m) => m.cpu.threads && m.cpu.groups.service.cores >= SERVING_CORES && m.ok > 0,
+  );
+  if (served.length === 0) return;
+  const perAnswer = (m: Result, value: number, scale: number, digits: number) =>
+    fixed((value * scale) / m.ok, digits);
+  log(
+    "The service per answer: CPU of its main thread (user, system) and of its other threads, in µs; context switches of all its threads",
+  );
+  log(
+    table(
+      ["scenario", "c", "main user µs", "main sys µs", "other threads µs", "voluntary", "involuntary"],
+      served.map((m) => {
+        const t = m.cpu.threads!;
+        return [
+          m.scenario,
+          String(m.connections),
+          perAnswer(m, t.mainUserS, 1e6, 0),
+          perAnswer(m, t.mainSysS, 1e6, 0),
+          perAnswer(m, t.othersS, 1e6, 0),
+          perAnswer(m, t.voluntary, 1, 2),
+          perAnswer(m, t.involuntary, 1, 2),
+        ];
+      }),
+    ),
+  );
+  log();
 }
 
 function find(results: readonly Result[], scenario: string, connections: number): Result {

@@ -26,17 +26,78 @@ export function readProcs(): ProcTicks {
   }
   for (const entry of entries) {
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      // comm may contain spaces and parentheses; the fields after the last ")" are fixed.
-      const close = stat.lastIndexOf(")");
-      const comm = stat.slice(stat.indexOf("(") + 1, close);
-      const fields = stat.slice(close + 2).split(" ");
-      procs.set(Number(entry), { comm, user: Number(fields[11]), sys: Number(fields[12]) });
+      procs.set(Number(entry), ticksFromStat(readFileSync(`/proc/${entry}/stat`, "utf8")));
     } catch {
       // The process ended between readdir and read.
     }
   }
   return procs;
+}
+
+/** One thread's CPU time in ticks and its context switches so far, or the sum over several threads. */
+export interface ThreadTimes {
+  user: number;
+  sys: number;
+  /** Times it gave up its core to wait (a read, a futex, epoll with nothing ready). */
+  voluntary: number;
+  /** Times the scheduler took its core while it could still run (another thread woke and was preferred). */
+  involuntary: number;
+}
+
+/** The user and system ticks of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat text. */
+function ticksFromStat(stat: string): { comm: string; user: number; sys: number } {
+  // comm may contain spaces and parentheses; the fields after the last ")" are fixed.
+  const close = stat.lastIndexOf(")");
+  const fields = stat.slice(close + 2).split(" ");
+  return {
+    comm: stat.slice(stat.indexOf("(") + 1, close),
+    user: Number(fields[11]),
+    sys: Number(fields[12]),
+  };
+}
+
+/** The context switches of a /proc/<pid>/status text; undefined when it names none. */
+export function switchesFromProcStatus(
+  text: string,
+): Pick<ThreadTimes, "voluntary" | "involuntary"> | undefined {
+  const voluntary = /^voluntary_ctxt_switches:\s+(\d+)$/m.exec(text);
+  const involuntary = /^nonvoluntary_ctxt_switches:\s+(\d+)$/m.exec(text);
+  if (!voluntary || !involuntary) return undefined;
+  return { voluntary: Number(voluntary[1]), involuntary: Number(involuntary[1]) };
+}
+
+/** A process's main thread (the JavaScript event loop, for Node) apart from the sum of its other threads. */
+export interface ProcessThreads {
+  main: ThreadTimes;
+  /** Every other thread alive when read (libuv's pool, V8's collector helpers…), summed. */
+  others: ThreadTimes;
+}
+
+/** A process's threads' times (Linux /proc); undefined where /proc cannot tell, or the process is gone. */
+export function readThreads(pid: number): ProcessThreads | undefined {
+  const zero = (): ThreadTimes => ({ user: 0, sys: 0, voluntary: 0, involuntary: 0 });
+  const threads = { main: zero(), others: zero() };
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return undefined;
+  }
+  for (const tid of tids) {
+    try {
+      const { user, sys } = ticksFromStat(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"));
+      const switches = switchesFromProcStatus(readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8"));
+      if (!switches) continue;
+      const into = Number(tid) === pid ? threads.main : threads.others;
+      into.user += user;
+      into.sys += sys;
+      into.voluntary += switches.voluntary;
+      into.involuntary += switches.involuntary;
+    } catch {
+      // The thread ended between readdir and read.
+    }
+  }
+  return threads;
 }
 
 /** CPU time of all cores, in ticks: busy, steal, and the total they are shares of. */
@@ -113,6 +174,32 @@ export interface GroupCpuUse<G extends string> extends MachineShares {
   bench: number;
   other: number;
   busiestOthers: { comm: string; cores: number }[];
+  /** The threads of the process the meter was asked to split (threadsOf), over the run. */
+  threads?: ThreadUse;
+}
+
+/**
+ * One process's threads over a run: CPU in seconds, switches in counts. A thread that ended during the
+ * run is missing from `others` (its time with it); Node's threads live as long as the process.
+ */
+export interface ThreadUse {
+  mainUserS: number;
+  mainSysS: number;
+  othersS: number;
+  voluntary: number;
+  involuntary: number;
+}
+
+function threadUse(before: ProcessThreads, after: ProcessThreads): ThreadUse {
+  const seconds = (ticks: number) => ticks / CLK_TCK;
+  const { main, others } = after;
+  return {
+    mainUserS: seconds(main.user - before.main.user),
+    mainSysS: seconds(main.sys - before.main.sys),
+    othersS: Math.max(0, seconds(others.user + others.sys - before.others.user - before.others.sys)),
+    voluntary: main.voluntary + others.voluntary - before.main.voluntary - before.others.voluntary,
+    involuntary: main.involuntary + others.involuntary - before.main.involuntary - before.others.involuntary,
+  };
 }
 
 export interface CpuMeter<T = CpuUse> {
@@ -121,12 +208,15 @@ export interface CpuMeter<T = CpuUse> {
 
 /**
  * Meters the processes of each group by pid (a group's cores are the sum over its pids), besides
- * PostgreSQL and Redis (by process name), this bench process and everything else on the machine.
+ * PostgreSQL and Redis (by process name), this bench process and everything else on the machine; and,
+ * with `threadsOf`, that one process's main thread apart from its others, with their context switches.
  */
 export function startGroupCpuMeter<G extends string>(
   groups: Record<G, readonly number[]>,
+  options: { threadsOf?: number } = {},
 ): CpuMeter<GroupCpuUse<G>> {
   const started = performance.now();
+  const threadsBefore = options.threadsOf === undefined ? undefined : readThreads(options.threadsOf);
   const before = readProcs();
   const machineBefore = machineTimes();
   const groupOf = new Map<number, G>();
@@ -137,6 +227,7 @@ export function startGroupCpuMeter<G extends string>(
       const seconds = (performance.now() - started) / 1000;
       const after = readProcs();
       const machineAfter = machineTimes();
+      const threadsAfter = options.threadsOf === undefined ? undefined : readThreads(options.threadsOf);
       const cores = (ticks: number) => ticks / CLK_TCK / seconds;
       const used = Object.fromEntries(
         Object.keys(groups).map((g) => [g, { cores: 0, sysCores: 0 }]),
@@ -174,6 +265,7 @@ export function startGroupCpuMeter<G extends string>(
         busiestOthers,
         machineBusyPct: total > 0 ? (100 * busy) / total : 0,
         machineStealPct: total > 0 ? (100 * (machineAfter.steal - machineBefore.steal)) / total : 0,
+        threads: threadsBefore && threadsAfter && threadUse(threadsBefore, threadsAfter),
       };
     },
   };

@@ -74,12 +74,16 @@ export interface GroupMeasurement<G extends string> extends LoadResult {
   cpu: GroupCpuUse<G>;
 }
 
-/** One scenario with the CPU of named process groups (the service, an upstream, a peer gateway…). */
+/**
+ * One scenario with the CPU of named process groups (the service, an upstream, a peer gateway…), and
+ * with `threadsOf` that process's threads apart (startGroupCpuMeter).
+ */
 export async function measureGroups<G extends string>(
   spec: LoadSpec,
   groups: Record<G, readonly number[]>,
+  options: { threadsOf?: number } = {},
 ): Promise<GroupMeasurement<G>> {
-  const meter = startGroupCpuMeter(groups);
+  const meter = startGroupCpuMeter(groups, options);
   const result = await measureAcross([spec]);
   return { ...result, cpu: meter.stop() };
 }

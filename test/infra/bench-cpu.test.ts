@@ -1,8 +1,14 @@
 import { expect, it } from "vitest";
-import { machineTimes, machineTimesFromProcStat } from "../../bench/lib/cpu.js";
+import {
+  machineTimes,
+  machineTimesFromProcStat,
+  readThreads,
+  switchesFromProcStatus,
+} from "../../bench/lib/cpu.js";
 
 // The benches' machine-wide CPU figures (bench/lib/cpu.ts): busy and steal shares of a run are read off
-// /proc/stat's first line (docs/benchmarks.md "The fifteenth round" says what steal tells).
+// /proc/stat's first line (docs/benchmarks.md "The fifteenth round" says what steal tells); a process's
+// main thread is read apart from its others, with their context switches ("The seventeenth round").
 
 const STAT = [
   "cpu  186082 7 39628 225150 5587 3 14213 11653 0 0",
@@ -39,3 +45,30 @@ it("reads this machine's times, which only grow", async () => {
   expect(after.steal).toBeGreaterThanOrEqual(before.steal);
   expect(after.busy + after.steal).toBeLessThanOrEqual(after.total);
 });
+
+it("reads the context switches off a /proc status text, and refuses one without them", () => {
+  const status = [
+    "Name:\tnode",
+    "Threads:\t11",
+    "voluntary_ctxt_switches:\t4417",
+    "nonvoluntary_ctxt_switches:\t199",
+  ].join("\n");
+  expect(switchesFromProcStatus(status)).toEqual({ voluntary: 4417, involuntary: 199 });
+  expect(switchesFromProcStatus("Name:\tnode\nvoluntary_ctxt_switches:\t4417")).toBeUndefined();
+});
+
+it.runIf(process.platform === "linux")(
+  "charges this process's busy loop to its main thread and its sleeps to voluntary switches",
+  async () => {
+    const before = readThreads(process.pid)!;
+    const until = Date.now() + 60;
+    while (Date.now() < until) {
+      // Keep the main thread busy for several ticks.
+    }
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    const after = readThreads(process.pid)!;
+    expect(after.main.user + after.main.sys).toBeGreaterThan(before.main.user + before.main.sys);
+    expect(after.main.voluntary).toBeGreaterThanOrEqual(before.main.voluntary + 5);
+    expect(readThreads(2 ** 22 + 1)).toBeUndefined();
+  },
+);
