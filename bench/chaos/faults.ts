@@ -16,6 +16,11 @@ export interface FaultCounts {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** How long after a load of `spanMs` the kills still due may be delivered (see injectFaults). */
+export function lateWindowMs(spanMs: number): number {
+  return Math.max(30_000, 2 * spanMs);
+}
+
 /**
  * Runs the schedule until `until` (epoch ms); resolves with what was injected. `kills` is spread evenly,
  * with jitter, so a process is killed while it starts, while it is idle and while it holds work.
@@ -46,7 +51,7 @@ export async function injectFaults(opts: {
   // scales with the span, twice it, rather than being a fixed 30 s. Attempts stay a gap apart there too:
   // retrying every quarter of a second killed each process as soon as it was eligible, and a client of
   // the load got no answer from either web process for two minutes.
-  const lateUntil = until + Math.max(30_000, 2 * span);
+  const lateUntil = until + lateWindowMs(span);
   while (Date.now() < until || (delivered < opts.kills && Date.now() < lateUntil)) {
     if (counts.redisRestarts === 0 && Date.now() >= redisAt) {
       log("fault: redis restart (SIGKILL, respawn on its append-only file)");

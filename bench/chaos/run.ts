@@ -6,7 +6,7 @@ import { type LocalChain, startLocalChain } from "../../shared/chain/local-chain
 import { freePort } from "../../shared/infra/free-port.js";
 import { ChaosClient } from "./client.js";
 import { type ChaosCluster, startCluster } from "./cluster.js";
-import { type FaultCounts, injectFaults } from "./faults.js";
+import { type FaultCounts, injectFaults, lateWindowMs } from "./faults.js";
 import { buildWorld, Load, type OpKind, type OpRecord, type World } from "./load.js";
 import { type ProcessSpec, runOnce, Supervisor } from "./processes.js";
 import { Random } from "./random.js";
@@ -168,7 +168,11 @@ export async function runChaos(
     });
     stamp("migrations");
     const baseUrls = ports.map((p) => `http://127.0.0.1:${p}`);
-    const client = new ChaosClient(baseUrls, random, 120_000);
+    // A client retries for two minutes past the latest the faults can end: an operation sent early in
+    // the load may meet faults for the whole of it (a 503 while the paid gate is closed, for one), and
+    // on a slow machine the late kills stretch it (faults.ts).
+    const retryForMs = 120_000 + profile.seconds * 1000 + lateWindowMs(profile.seconds * 1000);
+    const client = new ChaosClient(baseUrls, random, retryForMs);
     await untilHealthy(baseUrls, supervisor);
 
     stamp("processes healthy");
