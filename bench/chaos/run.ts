@@ -64,6 +64,28 @@ export const LONG_PROFILE: ChaosProfile = {
   drainSeconds: 240,
 };
 
+/** The latest the faults of a profile can end, from the load's start: its span and the late window. */
+function faultsEndMs(profile: ChaosProfile): number {
+  return profile.seconds * 1000 + lateWindowMs(profile.seconds * 1000);
+}
+
+/**
+ * How long a client retries one operation: two minutes past the latest the faults can end. An operation
+ * sent early in the load may meet faults for the whole of it (a 503 while the paid gate is closed, for
+ * one), and on a slow machine the late kills stretch it (faults.ts).
+ */
+function clientRetryMs(profile: ChaosProfile): number {
+  return 120_000 + faultsEndMs(profile);
+}
+
+/**
+ * The longest a run of this profile can take and still report its findings: a minute of setup, the
+ * faults, the whole retry budget of an operation sent as they end, and the drain (the test's timeout).
+ */
+export function worstCaseMs(profile: ChaosProfile): number {
+  return 60_000 + faultsEndMs(profile) + clientRetryMs(profile) + profile.drainSeconds * 1000;
+}
+
 const OP_WEIGHTS: Record<OpKind, number> = {
   free_execute: 30,
   paid_execute: 20,
@@ -168,11 +190,7 @@ export async function runChaos(
     });
     stamp("migrations");
     const baseUrls = ports.map((p) => `http://127.0.0.1:${p}`);
-    // A client retries for two minutes past the latest the faults can end: an operation sent early in
-    // the load may meet faults for the whole of it (a 503 while the paid gate is closed, for one), and
-    // on a slow machine the late kills stretch it (faults.ts).
-    const retryForMs = 120_000 + profile.seconds * 1000 + lateWindowMs(profile.seconds * 1000);
-    const client = new ChaosClient(baseUrls, random, retryForMs);
+    const client = new ChaosClient(baseUrls, random, clientRetryMs(profile));
     await untilHealthy(baseUrls, supervisor);
 
     stamp("processes healthy");

@@ -94,8 +94,8 @@ const SERVING_CORES = 0.1;
  * (docs/benchmarks.md "The seventeenth round").
  */
 function printServiceThreads(results: readonly Result[]): void {
-  const served = results.filter(
-    (m) => m.cpu.threads && m.cpu.groups.service.cores >= SERVING_CORES && m.ok > 0,
+  const served = results.flatMap((m) =>
+    m.cpu.threads && m.cpu.groups.service.cores >= SERVING_CORES && m.ok > 0 ? [{ m, t: m.cpu.threads }] : [],
   );
   if (served.length === 0) return;
   const perAnswer = (m: Result, value: number, scale: number, digits: number) =>
@@ -106,18 +106,15 @@ function printServiceThreads(results: readonly Result[]): void {
   log(
     table(
       ["scenario", "c", "main user µs", "main sys µs", "other threads µs", "voluntary", "involuntary"],
-      served.map((m) => {
-        const t = m.cpu.threads!;
-        return [
-          m.scenario,
-          String(m.connections),
-          perAnswer(m, t.mainUserS, 1e6, 0),
-          perAnswer(m, t.mainSysS, 1e6, 0),
-          perAnswer(m, t.othersS, 1e6, 0),
-          perAnswer(m, t.voluntary, 1, 2),
-          perAnswer(m, t.involuntary, 1, 2),
-        ];
-      }),
+      served.map(({ m, t }) => [
+        m.scenario,
+        String(m.connections),
+        perAnswer(m, t.mainUserS, 1e6, 0),
+        perAnswer(m, t.mainSysS, 1e6, 0),
+        perAnswer(m, t.othersS, 1e6, 0),
+        perAnswer(m, t.voluntary, 1, 2),
+        perAnswer(m, t.involuntary, 1, 2),
+      ]),
     ),
   );
   log();
