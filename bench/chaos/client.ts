@@ -15,6 +15,8 @@ export interface Sent {
   /** The last answer; undefined when no attempt got one before the deadline. */
   answer: Answer | undefined;
   attempts: number;
+  /** How many attempts got each kind of answer (`answerLabel`): what an operation that got no outcome kept seeing. */
+  seen: Record<string, number>;
 }
 
 const REQUEST_TIMEOUT_MS = 20_000;
@@ -64,15 +66,22 @@ export class ChaosClient {
     const deadline = Date.now() + this.retryForMs;
     let attempts = 0;
     let last: Answer | undefined;
+    const seen: Record<string, number> = {};
     for (;;) {
       attempts += 1;
+      let answer: Answer | undefined;
       try {
-        last = await this.request(method, path, opts);
-        if (done(last)) return { answer: last, attempts };
+        answer = await this.request(method, path, opts);
       } catch {
         // No answer (connection refused or reset, timeout): the same request again.
       }
-      if (Date.now() > deadline) return { answer: last, attempts };
+      const label = answer ? answerLabel(answer) : "no answer";
+      seen[label] = (seen[label] ?? 0) + 1;
+      if (answer) {
+        last = answer;
+        if (done(answer)) return { answer, attempts, seen };
+      }
+      if (Date.now() > deadline) return { answer: last, attempts, seen };
       await new Promise((r) => setTimeout(r, this.random.int(200, 800)));
     }
   }
@@ -92,6 +101,14 @@ export function isOutcome(a: Answer): boolean {
 export function isTransient(a: Answer): boolean {
   if (a.status >= 500 || a.status === 429) return true;
   return a.status === 409 && a.body?.error?.code === "IDEMPOTENCY_KEY_IN_USE";
+}
+
+/** An answer in a few words: its status, error code and the reason its details give (the gate's, say). */
+export function answerLabel(a: Answer): string {
+  const error = a.body?.error;
+  if (!error?.code) return String(a.status);
+  const reason = error.details?.reason;
+  return `${a.status} ${error.code}${typeof reason === "string" ? `/${reason}` : ""}`;
 }
 
 export const newKey = () => `chaos-${randomUUID()}`;

@@ -6,7 +6,7 @@ import { type Address, createWalletClient, type Hex, http, parseEther } from "vi
 import { privateKeyToAccount } from "viem/accounts";
 import { ERC20_ABI } from "../../shared/chain/client.js";
 import type { LocalChain } from "../../shared/chain/local-chain.js";
-import { type Answer, type ChaosClient, invocationIdOf, isTransient, newKey } from "./client.js";
+import { type Answer, type ChaosClient, invocationIdOf, isTransient, newKey, type Sent } from "./client.js";
 import type { Random } from "./random.js";
 
 // The operation mix: free executes (echo and a loopback seller), paid executes and direct invokes from
@@ -25,6 +25,8 @@ export interface OpRecord {
   answer: "accepted" | "refused" | "unanswered";
   status?: number;
   code?: string;
+  /** For an unanswered one: how many attempts got each kind of answer (the client's `seen`). */
+  seen?: Record<string, number>;
   /** The invocation (or deposit) it created. */
   subject?: string;
   /** Filled after the drain: the subject's final state. */
@@ -156,13 +158,8 @@ export async function buildWorld(opts: {
 }
 
 /** Classifies a sent request into a record. */
-function record(
-  kind: OpKind,
-  key: string,
-  sent: { answer: Answer | undefined; attempts: number },
-  subject?: string,
-): OpRecord {
-  const { answer, attempts } = sent;
+function record(kind: OpKind, key: string, sent: Sent, subject?: string): OpRecord {
+  const { answer, attempts, seen } = sent;
   if (!answer || (isTransient(answer) && !subject)) {
     return {
       kind,
@@ -171,6 +168,7 @@ function record(
       answer: "unanswered",
       status: answer?.status,
       code: answer?.body?.error?.code,
+      seen,
     };
   }
   if (subject) return { kind, key, attempts, answer: "accepted", status: answer.status, subject };
@@ -262,7 +260,9 @@ export class Load {
       body: { input },
       headers: { "payment-signature": header },
     });
-    const total = { answer: sent.answer, attempts: sent.attempts + challenge.attempts };
+    const seen = { ...challenge.seen };
+    for (const [label, n] of Object.entries(sent.seen)) seen[label] = (seen[label] ?? 0) + n;
+    const total = { answer: sent.answer, attempts: sent.attempts + challenge.attempts, seen };
     return record("x402_invoke", nonce, total, invocationIdOf(sent.answer?.body));
   }
 

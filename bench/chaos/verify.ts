@@ -95,7 +95,7 @@ export async function findLost(db: Knex, records: OpRecord[]): Promise<Findings[
       lost.push({
         kind: r.kind,
         key: r.key,
-        detail: `no outcome after ${r.attempts} attempts (last ${r.status ?? "no answer"})`,
+        detail: `no outcome after ${r.attempts} attempts (answers: ${formatSeen(r.seen)})`,
       });
       continue;
     }
@@ -259,4 +259,10 @@ export function balanceOf(chain: LocalChain, address: Address): Promise<bigint> 
     functionName: "balanceOf",
     args: [address],
   });
+}
+
+/** An unanswered operation's answers, most frequent first: "503 TEMPORARILY_UNAVAILABLE/settlement_rpc_unreachable ×41, no answer ×3". */
+export function formatSeen(seen: Record<string, number> | undefined): string {
+  const entries = Object.entries(seen ?? {}).sort(([, a], [, b]) => b - a);
+  return entries.length ? entries.map(([label, n]) => `${label} ×${n}`).join(", ") : "none";
 }
