@@ -85,7 +85,7 @@ async function main(): Promise<void> {
   const applied = await migrateLatest(db());
   if (applied.length > 0) say(`applied ${applied.length} migrations`);
   if (config.devChain) await startDevChain(say).catch((err) => Promise.reject(asPortInUse(err, chainPort)));
-  if (startTracing("agentmarket")) onShutdown("tracing", "clients", stopTracing);
+  if (await startTracing("agentmarket")) onShutdown("tracing", "clients", stopTracing);
   // The workers reach first-party tools (echo…) through this process's HTTP server: it listens before
   // they take a job (a job left from the last run would otherwise meet a refused connection and count
   // against the tool's circuit), and they drain before it closes.

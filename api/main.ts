@@ -20,7 +20,7 @@ await exitOnEvictingRedis(config.redisUrl, {
 });
 handleSignals();
 // OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
-if (startTracing("agentmarket-web")) onShutdown("tracing", "clients", stopTracing);
+if (await startTracing("agentmarket-web")) onShutdown("tracing", "clients", stopTracing);
 startWeb().catch((err) => {
   logger().fatal({ err }, "api failed to start");
   process.exit(1);

@@ -1,6 +1,3 @@
-import { createBullBoard } from "@bull-board/api";
-import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
-import { KoaAdapter } from "@bull-board/koa";
 import type Koa from "koa";
 import { getConfig } from "../shared/config.js";
 import { AppError } from "../shared/errors.js";
@@ -44,8 +41,17 @@ function guard(ctx: Koa.Context): "ok" | "sign_in" {
   return "ok";
 }
 
-/** bull-board itself, built on first use (so an app that never serves it opens no queue). */
-function buildBoard(retries: boolean): Koa.Middleware {
+/**
+ * bull-board itself, built on first use: an app that never serves it opens no queue, and a process
+ * never loads bull-board's modules (its views and their template engines, some 150 files) until an
+ * operator opens the dashboard.
+ */
+async function buildBoard(retries: boolean): Promise<Koa.Middleware> {
+  const [{ createBullBoard }, { BullMQAdapter }, { KoaAdapter }] = await Promise.all([
+    import("@bull-board/api"),
+    import("@bull-board/api/bullMQAdapter"),
+    import("@bull-board/koa"),
+  ]);
   const server = new KoaAdapter();
   server.setBasePath(QUEUE_DASHBOARD_PATH);
   createBullBoard({
@@ -62,7 +68,7 @@ function buildBoard(retries: boolean): Koa.Middleware {
 
 /** The dashboard as one Koa middleware that passes every other path on. */
 export function queueDashboard(): Koa.Middleware {
-  const boards = new Map<boolean, Koa.Middleware>();
+  const boards = new Map<boolean, Promise<Koa.Middleware>>();
   return async (ctx, next) => {
     if (!within(ctx.path)) return next();
     if (guard(ctx) === "sign_in") {
@@ -90,6 +96,6 @@ export function queueDashboard(): Koa.Middleware {
       "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
     );
     if (!boards.has(retries)) boards.set(retries, buildBoard(retries));
-    return boards.get(retries)!(ctx, next);
+    return (await boards.get(retries)!)(ctx, next);
   };
 }

@@ -5,7 +5,7 @@ import { parseDocument as parseHtmlDocument } from "htmlparser2";
 import { Lexer } from "marked";
 import Papa from "papaparse";
 import { overrideConfig } from "../shared/config.js";
-import { decodeDocument, runParse, runParser, runScrape } from "../shared/tools/index.js";
+import { decodeDocument, loadRunParser, runParse, runScrape } from "../shared/tools/index.js";
 import { fixed, table } from "./lib.js";
 
 /**
@@ -97,6 +97,7 @@ async function medianSeconds(runs: number, fn: () => unknown): Promise<number> {
 
 async function parseBench(): Promise<void> {
   log(`document parse: median of ${RUNS} runs per cell; MB/s of input; ratio = tool ÷ bare library`);
+  const runParser = await loadRunParser();
   const rows: string[][] = [];
   for (const [format, text] of Object.entries(documents()) as [
     keyof ReturnType<typeof documents>,

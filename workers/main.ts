@@ -25,7 +25,7 @@ await exitOnEvictingRedis(config.redisUrl, {
 });
 handleSignals();
 // OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
-if (startTracing(`agentmarket-${queue}`)) onShutdown("tracing", "clients", stopTracing);
+if (await startTracing(`agentmarket-${queue}`)) onShutdown("tracing", "clients", stopTracing);
 startWorkers([queue]).catch((err) => {
   logger().fatal({ err, queue }, "worker failed to start");
   process.exit(1);

@@ -1,11 +1,8 @@
-import { toNodeHandler } from "@modelcontextprotocol/node";
-import { createMcpHandler } from "@modelcontextprotocol/server";
 import type { Next } from "koa";
 import { getConfig } from "../../shared/config.js";
 import { AppError } from "../../shared/errors.js";
 import { countClientRequest } from "../../shared/identity/index.js";
 import type { AppContext, RouteDef } from "../route.js";
-import { buildMcpServer } from "./server.js";
 
 // /mcp: the MCP transport (docs/mcp.md), Streamable HTTP, stateless, for clients of both protocol
 // revisions (2025-11-25 through the SDK's stateless legacy fallback, 2026-07-28 natively). In front of
@@ -13,6 +10,26 @@ import { buildMcpServer } from "./server.js";
 // body limit (the JSON body middleware already read the body) and a per-client request budget.
 
 export const MCP_PATH = "/mcp";
+
+/**
+ * The MCP SDK (with zod and its HTTP adapter, some 350 files) and our server on it, imported on the
+ * first /mcp request rather than at start-up: most processes, and most test files, never serve one.
+ */
+let sdk:
+  | Promise<
+      [
+        typeof import("@modelcontextprotocol/node"),
+        typeof import("@modelcontextprotocol/server"),
+        typeof import("./server.js"),
+      ]
+    >
+  | undefined;
+const loadSdk = () =>
+  (sdk ??= Promise.all([
+    import("@modelcontextprotocol/node"),
+    import("@modelcontextprotocol/server"),
+    import("./server.js"),
+  ]));
 
 /** Hosts a browser or client may address us by: the public base URL's host and loopback names. */
 function allowedHosts(): Set<string> {
@@ -48,6 +65,7 @@ export function mcpMiddleware(routes: () => RouteDef[]) {
     const address = (socket.localAddress ?? "127.0.0.1").replace(/^::ffff:/, "");
     const self = `http://${address.includes(":") ? `[${address}]` : address}:${socket.localPort}`;
     const authorization = ctx.get("authorization") || undefined;
+    const [{ toNodeHandler }, { createMcpHandler }, { buildMcpServer }] = await loadSdk();
     const handler = createMcpHandler(
       ({ era }) => buildMcpServer(routes(), { era, origin: self, authorization, clientIp: ctx.ip }),
       { responseMode: "json" },

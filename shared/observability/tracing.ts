@@ -9,9 +9,7 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { BatchSpanProcessor, NodeTracerProvider, type SpanProcessor } from "@opentelemetry/sdk-trace-node";
+import type { NodeTracerProvider, SpanProcessor } from "@opentelemetry/sdk-trace-node";
 import { getConfig } from "../config.js";
 import { currentRequestId, logContextForTracing, logger, withLogScope } from "../log.js";
 
@@ -25,17 +23,28 @@ let provider: NodeTracerProvider | undefined;
 
 /**
  * Starts tracing for this process when OTEL_EXPORTER_OTLP_ENDPOINT is set (or with the given span
- * processors: tests pass an in-memory exporter). Idempotent.
+ * processors: tests pass an in-memory exporter). Idempotent. The SDK and its exporter (some 300 files)
+ * are imported here, not at start-up: a process with tracing off never loads them.
  */
-export function startTracing(serviceName: string, processors?: SpanProcessor[]): boolean {
+export async function startTracing(serviceName: string, processors?: SpanProcessor[]): Promise<boolean> {
   if (provider) return true;
   const endpoint = getConfig().otelExporterOtlpEndpoint;
   if (!processors && !endpoint) return false;
+  const [{ BatchSpanProcessor, NodeTracerProvider }, { resourceFromAttributes }] = await Promise.all([
+    import("@opentelemetry/sdk-trace-node"),
+    import("@opentelemetry/resources"),
+  ]);
+  const exporting = processors ?? [
+    new BatchSpanProcessor(
+      new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter({
+        url: `${endpoint}/v1/traces`,
+      }),
+    ),
+  ];
+  if (provider) return true;
   provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ "service.name": serviceName }),
-    spanProcessors: processors ?? [
-      new BatchSpanProcessor(new OTLPTraceExporter({ url: `${endpoint}/v1/traces` })),
-    ],
+    spanProcessors: exporting,
   });
   provider.register();
   logContextForTracing(true);

@@ -3,8 +3,10 @@
 // registry that says which of them may run here (docs/tools.md). Depends on no context.
 
 export { buildEcho, ECHO_DEFAULT_MESSAGE } from "./echo.js";
-// In-process parsing without the worker thread: for the benchmark's comparison and tests only.
-export { decodeDocument, runParser } from "./parse/document.js";
+// In-process parsing without the worker thread: for the benchmark's comparison and tests only. The
+// parsers load on the first call, so importing the context does not load them.
+export { decodeDocument } from "./parse/document.js";
+export const loadRunParser = async () => (await import("./parse/run-parser.js")).runParser;
 export { PARSE_MAX_INPUT_BYTES, ParseInput, ParseOutput } from "./parse/schemas.js";
 export {
   availableToolIds,

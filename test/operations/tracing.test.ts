@@ -22,7 +22,7 @@ const lines: Record<string, unknown>[] = [];
 let service: TestService;
 
 beforeAll(async () => {
-  startTracing("agentmarket-test", [new SimpleSpanProcessor(exporter)]);
+  await startTracing("agentmarket-test", [new SimpleSpanProcessor(exporter)]);
   redirectLogs(
     new Writable({
       write(chunk, _enc, done) {

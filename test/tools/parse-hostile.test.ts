@@ -3,8 +3,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { AppError } from "../../shared/errors.js";
 import { PARSE_BOUNDS } from "../../shared/tools/parse/bounds.js";
-import { decodeDocument, runParser } from "../../shared/tools/parse/document.js";
+import { decodeDocument } from "../../shared/tools/parse/document.js";
 import { parseDocument } from "../../shared/tools/parse/parse.js";
+import { runParser } from "../../shared/tools/parse/run-parser.js";
 import { PARSE_FORMATS } from "../../shared/tools/parse/schemas.js";
 
 // The hostile corpus and property tests (issue #16 point 2): no input crashes the process, outlives the

@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { PARSE_BOUNDS } from "../../shared/tools/parse/bounds.js";
 import { inferColumnType, parseCsv } from "../../shared/tools/parse/csv.js";
-import { decodeDocument, runParser } from "../../shared/tools/parse/document.js";
+import { decodeDocument } from "../../shared/tools/parse/document.js";
 import { parseHtml, safeHtmlPrefix } from "../../shared/tools/parse/html.js";
 import { parseJson } from "../../shared/tools/parse/json.js";
 import { parseMarkdown } from "../../shared/tools/parse/markdown.js";
 import { parseDocument } from "../../shared/tools/parse/parse.js";
+import { runParser } from "../../shared/tools/parse/run-parser.js";
 
 // The document-parse tool's parsers, called directly (fast), and once each through the worker thread.
 

@@ -1,9 +1,4 @@
 import { AppError, validationError } from "../../errors.js";
-import { fitToBytes } from "../output-bound.js";
-import { parseCsv } from "./csv.js";
-import { parseHtml } from "./html.js";
-import { parseJson } from "./json.js";
-import { parseMarkdown } from "./markdown.js";
 import { PARSE_MAX_INPUT_BYTES, type ParseInputT } from "./schemas.js";
 
 /** What one parse is asked to do: a decoded document and its options (a worker's message). */
@@ -83,25 +78,4 @@ export function decodeDocument(input: ParseInputT): ParseJob {
     inputBytes: bytes.length,
     warnings,
   };
-}
-
-/** Runs the job's parser (inside the parse worker thread; tests call it directly), within the byte bound. */
-export function runParser(job: ParseJob) {
-  const common = { input_bytes: job.inputBytes, warnings: job.warnings };
-  switch (job.format) {
-    case "csv": {
-      const out = fitToBytes(
-        { ...parseCsv(job.text, job.delimiter, job.hasHeader), ...common },
-        { arrays: ["rows"] },
-      );
-      out.row_count = out.rows.length;
-      return out;
-    }
-    case "json":
-      return fitToBytes({ ...parseJson(job.text), ...common }, { nulls: ["value"] });
-    case "markdown":
-      return fitToBytes({ ...parseMarkdown(job.text), ...common }, { arrays: ["blocks", "toc"] });
-    case "html":
-      return fitToBytes({ ...parseHtml(job.text), ...common }, { arrays: ["links"], strings: ["text"] });
-  }
 }

@@ -1,6 +1,7 @@
 import { getConfig } from "../../config.js";
 import { runInThread } from "../thread/run.js";
-import { decodeDocument, type runParser } from "./document.js";
+import { decodeDocument } from "./document.js";
+import type { runParser } from "./run-parser.js";
 import type { ParseInputT } from "./schemas.js";
 
 export type ParseResult = ReturnType<typeof runParser>;

@@ -9,7 +9,7 @@ import type { ExtractJob } from "../scrape/extract.js";
 export type ThreadJob = { kind: "parse"; job: ParseJob } | { kind: "extract"; job: ExtractJob };
 
 async function run(task: ThreadJob): Promise<unknown> {
-  if (task.kind === "parse") return (await import("../parse/document.js")).runParser(task.job);
+  if (task.kind === "parse") return (await import("../parse/run-parser.js")).runParser(task.job);
   return (await import("../scrape/extract.js")).extractPage(task.job);
 }
 

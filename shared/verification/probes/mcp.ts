@@ -1,4 +1,3 @@
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { getConfig } from "../../config.js";
 import { FetchFailure, safeFetch } from "../../net/safe-fetch.js";
 import type { ProbeCheck } from "../store/orders.js";
@@ -66,6 +65,8 @@ export interface McpListing {
 
 /** initialize + tools/list with the official client; never throws for the target's failures. */
 export async function listMcpTools(url: string): Promise<McpListing> {
+  // The client (with zod, some 300 files) loads with the first MCP probe, not with every process.
+  const { Client, StreamableHTTPClientTransport } = await import("@modelcontextprotocol/client");
   const observed: Observed = { lastStatus: null, requests: 0 };
   const client = new Client({ name: PROBER_VERSION.split("/")[0]!, version: PROBER_VERSION.split("/")[1]! });
   const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: boundaryFetch(observed) });
