@@ -96,7 +96,11 @@ let standIn: AutovacuumStandIn | undefined;
  * measureGroups, after what autovacuum would have done by now, with the service's threads apart;
  * `label` is logged as it starts.
  */
-async function measureRun(label: string, spec: LoadSpec, groups: Record<Group, number[]>): Promise<Result> {
+async function measureRun(
+  label: string,
+  spec: LoadSpec | readonly LoadSpec[],
+  groups: Record<Group, number[]>,
+): Promise<Result> {
   await standIn?.catchUp();
   log(label);
   return measureGroups(spec, groups, { threadsOf: groups.service[0] });
@@ -114,6 +118,28 @@ async function measureAll(specs: readonly EchoSpec[], groups: Record<Group, numb
   }
   log();
   return results;
+}
+
+/**
+ * The paid execute at c=32 spread over PAID_BUYERS buyers, the connections shared out evenly: against the
+ * one-buyer row, what that buyer's own rows (accounts, daily spend) cost at c=32, apart from the fee
+ * account that every capture shares.
+ */
+async function measurePaidSpread(
+  specs: readonly EchoSpec[],
+  groups: Record<Group, number[]>,
+): Promise<Result> {
+  const connections = CONNECTIONS.at(-1)!;
+  const each = Math.max(1, Math.floor(connections / specs.length));
+  for (const spec of specs) await warmUp({ ...spec, connections: 1 }, 50);
+  const label = `measuring ${specs[0]!.scenario} at c=${each * specs.length} (${each} a buyer) for ${SECONDS} s…`;
+  const result = await measureRun(
+    label,
+    specs.map((spec) => ({ ...spec, connections: each, seconds: SECONDS })),
+    groups,
+  );
+  log();
+  return result;
 }
 
 /**
@@ -314,9 +340,9 @@ async function run(): Promise<void> {
       await warmUp({ ...warmEcho, connections: 4 }, PAID_SERVICE_WARM_UP);
       paid = await setUpPaid(paidService.baseUrl, databaseUrl, peer.sellerUrl);
       await vacuumAnalyzeDatabase(databaseUrl);
-      results.push(
-        ...(await measureAll([paid.direct, paid.execute], { ...groups, service: [paidService.pid] })),
-      );
+      const paidGroups = { ...groups, service: [paidService.pid] };
+      results.push(...(await measureAll([paid.direct, paid.execute], paidGroups)));
+      results.push(await measurePaidSpread(paid.spread, paidGroups));
     } else
       loud(
         "the paid execute is skipped: it inserts its listing into the service's database, whose address " +
@@ -337,7 +363,13 @@ async function run(): Promise<void> {
       log();
     }
     const pairs: Pair[] = [{ name: "free", direct: direct.scenario, routed: execute.scenario }];
-    if (paid) pairs.push({ name: "paid", direct: paid.direct.scenario, routed: paid.execute.scenario });
+    if (paid)
+      pairs.push({
+        name: "paid",
+        direct: paid.direct.scenario,
+        routed: paid.execute.scenario,
+        spread: paid.spread[0]?.scenario,
+      });
     const floorPair = (name: string, spec: EchoSpec) => ({
       name,
       direct: peer.direct.scenario,

@@ -19,12 +19,20 @@ const DEPOSIT_USDC = 200;
 const SLUG_PREFIX = "bench-paid-";
 const CREDIT_TIMEOUT_MS = 60_000;
 const ERC20 = parseAbi(["function transfer(address to, uint256 value) returns (bool)"]);
+/**
+ * Buyers of the paid c=32 row spread over buyers: one buyer's holds and captures lock its own accounts
+ * and daily spend row, every capture the platform's fee account; spreading the load over buyers tells
+ * the two apart.
+ */
+export const PAID_BUYERS = 8;
 
 export interface PaidSetup {
   /** The loopback seller called directly, as the router calls it (its direct call). */
   direct: EchoSpec;
-  /** POST /api/execute of the paid listing's task. */
+  /** POST /api/execute of the paid listing's task, by one buyer. */
   execute: EchoSpec;
+  /** The same execute by PAID_BUYERS buyers, one spec each (the first is `execute`'s buyer). */
+  spread: EchoSpec[];
 }
 
 async function getJson(url: string, key?: string): Promise<{ status: number; json: any }> {
@@ -112,7 +120,10 @@ export async function setUpPaid(baseUrl: string, databaseUrl: string, sellerUrl:
   await retirePaidListings(databaseUrl);
   const knex = knexFactory({ client: "pg", connection: databaseUrl, pool: { min: 0, max: 1 } });
   try {
-    const buyerKey = await fundedBuyer(baseUrl);
+    // One at a time: each deposit's transfer and confirmation on the dev chain, as a newcomer's.
+    const buyerKeys: string[] = [];
+    for (let i = 0; i < PAID_BUYERS; i++) buyerKeys.push(await fundedBuyer(baseUrl));
+    const buyerKey = buyerKeys[0]!;
     const seller = expectStatus(
       "POST /api/quickstart (seller)",
       await postJson(`${baseUrl}/api/quickstart`, { name: "bench-seller", intent: "seller" }),
@@ -154,6 +165,11 @@ export async function setUpPaid(baseUrl: string, databaseUrl: string, sellerUrl:
       body: JSON.stringify({ task: tag, input: { message: ECHO_MESSAGE }, constraints: { max_cost: 0.01 } }),
       connections: 1,
     };
+    const spread = buyerKeys.map((key) => ({
+      ...execute,
+      scenario: `router POST /api/execute paid ${PAID_PRICE_USDC} USDC, ${PAID_BUYERS} buyers`,
+      headers: { ...json, authorization: `Bearer ${key}` },
+    }));
     const res = await postJson(execute.url, JSON.parse(execute.body), execute.headers);
     if (
       res.status !== 200 ||
@@ -163,7 +179,7 @@ export async function setUpPaid(baseUrl: string, databaseUrl: string, sellerUrl:
       throw new Error(
         `paid execute pre-flight answered ${res.status}: ${JSON.stringify(res.json).slice(0, 600)}`,
       );
-    return { direct, execute };
+    return { direct, execute, spread };
   } finally {
     await knex.destroy();
   }

@@ -18,6 +18,8 @@ export interface Pair {
   name: string;
   direct: string;
   routed: string;
+  /** The routed scenario at c=32 spread over several buyers (paid), printed beside the one-buyer rate. */
+  spread?: string;
 }
 
 export function printResults(results: readonly Result[]): void {
@@ -174,6 +176,12 @@ export function printRatios(
       `    ${verdict(rateVsPeer >= TARGETS.throughputVsPeer)}  throughput at c=32 ours/Portkey ` +
         `${fixed(rate, 0)} / ${fixed(peer32, 0)} /s = ${fixed(rateVsPeer, 2)}× ≥ ${TARGETS.throughputVsPeer}×`,
     );
+    const spread = pair.spread && results.find((r) => r.scenario === pair.spread);
+    if (spread)
+      log(
+        `          (${spread.scenario}: ${fixed(spread.okPerSecond, 0)} /s at c=${spread.connections}, ` +
+          `${fixed(spread.okPerSecond / rate, 2)}× one buyer's, ${fixed(spread.okPerSecond / peer32, 2)}× Portkey's)`,
+      );
   }
   log();
   const free = ours.find((pair) => pair.name === "free");

@@ -76,15 +76,16 @@ export interface GroupMeasurement<G extends string> extends LoadResult {
 
 /**
  * One scenario with the CPU of named process groups (the service, an upstream, a peer gateway…), and
- * with `threadsOf` that process's threads apart (startGroupCpuMeter).
+ * with `threadsOf` that process's threads apart (startGroupCpuMeter). Several specs run side by side
+ * and are merged as one scenario (measureAcross): e.g. one per buyer.
  */
 export async function measureGroups<G extends string>(
-  spec: LoadSpec,
+  spec: LoadSpec | readonly LoadSpec[],
   groups: Record<G, readonly number[]>,
   options: { threadsOf?: number } = {},
 ): Promise<GroupMeasurement<G>> {
   const meter = startGroupCpuMeter(groups, options);
-  const result = await measureAcross([spec]);
+  const result = await measureAcross(Array.isArray(spec) ? spec : [spec as LoadSpec]);
   return { ...result, cpu: meter.stop() };
 }
 
