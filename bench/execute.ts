@@ -130,12 +130,14 @@ async function measurePaidSpread(
   groups: Record<Group, number[]>,
 ): Promise<Result> {
   const connections = CONNECTIONS.at(-1)!;
-  const each = Math.max(1, Math.floor(connections / specs.length));
+  // Shared out so that they sum to c=32, whatever the number of buyers (the report looks the row up at it).
+  const share = (i: number) =>
+    Math.floor(connections / specs.length) + (i < connections % specs.length ? 1 : 0);
   for (const spec of specs) await warmUp({ ...spec, connections: 1 }, 50);
-  const label = `measuring ${specs[0]!.scenario} at c=${each * specs.length} (${each} a buyer) for ${SECONDS} s…`;
+  const label = `measuring ${specs[0]!.scenario} at c=${connections} for ${SECONDS} s…`;
   const result = await measureRun(
     label,
-    specs.map((spec) => ({ ...spec, connections: each, seconds: SECONDS })),
+    specs.map((spec, i) => ({ ...spec, connections: share(i), seconds: SECONDS })),
     groups,
   );
   log();

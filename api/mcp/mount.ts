@@ -15,21 +15,14 @@ export const MCP_PATH = "/mcp";
  * The MCP SDK (with zod and its HTTP adapter, some 350 files) and our server on it, imported on the
  * first /mcp request rather than at start-up: most processes, and most test files, never serve one.
  */
-let sdk:
-  | Promise<
-      [
-        typeof import("@modelcontextprotocol/node"),
-        typeof import("@modelcontextprotocol/server"),
-        typeof import("./server.js"),
-      ]
-    >
-  | undefined;
-const loadSdk = () =>
-  (sdk ??= Promise.all([
+const importSdk = () =>
+  Promise.all([
     import("@modelcontextprotocol/node"),
     import("@modelcontextprotocol/server"),
     import("./server.js"),
-  ]));
+  ]);
+let sdk: ReturnType<typeof importSdk> | undefined;
+const loadSdk = () => (sdk ??= importSdk());
 
 /** Hosts a browser or client may address us by: the public base URL's host and loopback names. */
 function allowedHosts(): Set<string> {

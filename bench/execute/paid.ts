@@ -20,9 +20,9 @@ const SLUG_PREFIX = "bench-paid-";
 const CREDIT_TIMEOUT_MS = 60_000;
 const ERC20 = parseAbi(["function transfer(address to, uint256 value) returns (bool)"]);
 /**
- * Buyers of the paid c=32 row spread over buyers: one buyer's holds and captures lock its own accounts
- * and daily spend row, every capture the platform's fee account; spreading the load over buyers tells
- * the two apart.
+ * How many buyers the spread paid row shares its c=32 load over. One buyer's holds and captures lock
+ * its own accounts and daily spend row, and every capture locks the platform's fee account; the one-buyer
+ * row beside the spread one tells the two apart.
  */
 export const PAID_BUYERS = 8;
 

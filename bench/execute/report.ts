@@ -176,12 +176,13 @@ export function printRatios(
       `    ${verdict(rateVsPeer >= TARGETS.throughputVsPeer)}  throughput at c=32 ours/Portkey ` +
         `${fixed(rate, 0)} / ${fixed(peer32, 0)} /s = ${fixed(rateVsPeer, 2)}× ≥ ${TARGETS.throughputVsPeer}×`,
     );
-    const spread = pair.spread && results.find((r) => r.scenario === pair.spread);
-    if (spread)
+    if (pair.spread) {
+      const spread = find(results, pair.spread, 32);
       log(
         `          (${spread.scenario}: ${fixed(spread.okPerSecond, 0)} /s at c=${spread.connections}, ` +
           `${fixed(spread.okPerSecond / rate, 2)}× one buyer's, ${fixed(spread.okPerSecond / peer32, 2)}× Portkey's)`,
       );
+    }
   }
   log();
   const free = ours.find((pair) => pair.name === "free");

@@ -30,21 +30,18 @@ export async function startTracing(serviceName: string, processors?: SpanProcess
   if (provider) return true;
   const endpoint = getConfig().otelExporterOtlpEndpoint;
   if (!processors && !endpoint) return false;
-  const [{ BatchSpanProcessor, NodeTracerProvider }, { resourceFromAttributes }] = await Promise.all([
+  const [{ BatchSpanProcessor, NodeTracerProvider }, { resourceFromAttributes }, otlp] = await Promise.all([
     import("@opentelemetry/sdk-trace-node"),
     import("@opentelemetry/resources"),
+    processors ? undefined : import("@opentelemetry/exporter-trace-otlp-http"),
   ]);
-  const exporting = processors ?? [
-    new BatchSpanProcessor(
-      new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter({
-        url: `${endpoint}/v1/traces`,
-      }),
-    ),
-  ];
+  // A concurrent call may have started it while the modules loaded.
   if (provider) return true;
   provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ "service.name": serviceName }),
-    spanProcessors: exporting,
+    spanProcessors: processors ?? [
+      new BatchSpanProcessor(new otlp!.OTLPTraceExporter({ url: `${endpoint}/v1/traces` })),
+    ],
   });
   provider.register();
   logContextForTracing(true);
