@@ -1,4 +1,5 @@
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 
 // Per-key, per-UTC-day spend (docs/payments.md "Keys, scopes and spend limits"). Every day is the database's UTC
 // date, so API processes with skewed clocks agree on when a day ends.
@@ -23,7 +24,8 @@ export async function reserveSpend(
   r: { apiKeyId: string; invocationId: string; amountMicros: bigint; capMicros: bigint | null },
 ): Promise<string | undefined> {
   const cap = r.capMicros?.toString() ?? null;
-  const result = await q.raw(
+  const result = await preparedRaw(
+    q,
     `with d as (
        insert into api_key_spend_days as s (api_key_id, day, reserved_micros)
        values (?, (now() at time zone 'UTC')::date, ?)
@@ -59,7 +61,8 @@ export async function readSpendToday(q: Db, apiKeyId: string): Promise<SpendDayR
  * caller ends the invocation exactly once in the same transaction, so this runs once per invocation.
  */
 export async function resolveReservation(q: Db, invocationId: string, capturedMicros: bigint): Promise<void> {
-  await q.raw(
+  await preparedRaw(
+    q,
     `update api_key_spend_days s
         set reserved_micros = s.reserved_micros - i.hold_micros,
             spent_micros = s.spent_micros + ?::bigint,

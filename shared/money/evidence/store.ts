@@ -1,4 +1,5 @@
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 
 /** The evidence states of DESIGN §4 (plus capture and deposit, which the ledger records). */
 export const EVIDENCE_STATES = [
@@ -45,27 +46,58 @@ export interface EvidenceRow {
   details: Record<string, unknown>;
 }
 
-/** Appends one evidence state; recording the same state of a subject again is a no-op (redelivery). */
+const EVIDENCE_COLUMNS = [
+  "agent_id",
+  "invocation_id",
+  "subject_type",
+  "subject_id",
+  "state",
+  "source",
+  "source_ref",
+  "amount_micros",
+  "currency",
+  "details",
+] as const;
+
+/** The insert's text per row count: a paid call writes one row at its hold and two or three at its end. */
+const insertTexts = new Map<number, string>();
+
+function insertText(rows: number): string {
+  let sql = insertTexts.get(rows);
+  if (!sql) {
+    const row = `(${EVIDENCE_COLUMNS.map(() => "?").join(", ")})`;
+    sql =
+      `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")}) values ${Array(rows).fill(row).join(", ")} ` +
+      "on conflict (subject_type, subject_id, state) do nothing";
+    insertTexts.set(rows, sql);
+  }
+  return sql;
+}
+
+/**
+ * Appends one evidence state; recording the same state of a subject again is a no-op (redelivery).
+ * A named prepared statement per row count: every paid call appends evidence twice, and planning the
+ * insert afresh each time cost about as much as running it (docs/benchmarks.md "The nineteenth round").
+ */
 export async function appendEvidence(q: Db, rows: NewEvidence | NewEvidence[]): Promise<void> {
   const list = Array.isArray(rows) ? rows : [rows];
   if (list.length === 0) return;
-  await q("payment_evidence")
-    .insert(
-      list.map((e) => ({
-        agent_id: e.agent_id,
-        invocation_id: e.invocation_id ?? null,
-        subject_type: e.subject_type,
-        subject_id: e.subject_id,
-        state: e.state,
-        source: e.source,
-        source_ref: e.source_ref,
-        amount_micros: e.amount_micros?.toString() ?? null,
-        currency: e.currency ?? null,
-        details: JSON.stringify(e.details ?? {}),
-      })),
-    )
-    .onConflict(["subject_type", "subject_id", "state"])
-    .ignore();
+  await preparedRaw(
+    q,
+    insertText(list.length),
+    list.flatMap((e) => [
+      e.agent_id,
+      e.invocation_id ?? null,
+      e.subject_type,
+      e.subject_id,
+      e.state,
+      e.source,
+      e.source_ref,
+      e.amount_micros?.toString() ?? null,
+      e.currency ?? null,
+      JSON.stringify(e.details ?? {}),
+    ]),
+  );
 }
 
 /** Every evidence row of a subject, oldest first. */

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 
 /** Custody as the operator set it: frozen stops every new paid action (docs/payments.md "The paid-execution gate"). */
 export interface CustodyState {
@@ -22,9 +23,14 @@ function toCustody(row: {
   };
 }
 
+// Every paid call reads the custody row twice (the gate, then the paid transaction's share lock): both
+// reads are named prepared statements, planned once per connection (docs/benchmarks.md "The nineteenth
+// round").
+const READ_CUSTODY = "select * from platform_settings where key = 'custody'";
+
 /** The custody row; its absence (a database not migrated by us) reads as frozen, never as open. */
 export async function readCustody(q: Db): Promise<CustodyState> {
-  const row = await q("platform_settings").where({ key: "custody" }).first();
+  const [row] = (await preparedRaw(q, READ_CUSTODY, [])).rows;
   return row
     ? toCustody(row)
     : { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };
@@ -35,7 +41,7 @@ export async function readCustody(q: Db): Promise<CustodyState> {
  * takes the row FOR UPDATE) waits for in-flight holds, and no hold commits after a freeze.
  */
 export async function readCustodyForShare(trx: Knex.Transaction): Promise<CustodyState> {
-  const row = await trx("platform_settings").where({ key: "custody" }).forShare().first();
+  const [row] = (await preparedRaw(trx, `${READ_CUSTODY} for share`, [])).rows;
   return row
     ? toCustody(row)
     : { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 
 export const ACCOUNT_KINDS = [
   "agent_available",
@@ -142,23 +143,49 @@ export interface AccountKey {
 /** How a ledger leg names its account: by id (a row read earlier) or by key. */
 export type AccountRef = Pick<LedgerAccountRow, "id"> | AccountKey;
 
-/** The accounts named by id or by key, locked FOR UPDATE in id order (the one lock order). */
-function lockQuery(q: Db, refs: AccountRef[], noWait: boolean): Knex.QueryBuilder {
+/**
+ * The statement that locks the accounts named by id or by key, FOR UPDATE in id order (the one lock
+ * order), with its bindings. Its text depends only on how many ids and which key shapes it names, so
+ * it runs as a named prepared statement (preparedRaw): a hold and a capture each lock their accounts
+ * once per paid call, and planning the statement afresh each time was most of its server time
+ * (docs/benchmarks.md "The nineteenth round"). `lookups` adds, in the same statement, the post's key
+ * and the hold it resolves (lockForPost).
+ */
+function lockStatement(
+  refs: AccountRef[],
+  options: { noWait: boolean; lookups?: { idempotencyKey: string; resolves: string | null } },
+): { sql: string; bindings: Knex.RawBinding[] } {
   const ids = refs.flatMap((r) => ("id" in r ? [r.id] : []));
   const keys = refs.filter((r): r is AccountKey => !("id" in r));
-  const query = q("ledger_accounts")
-    .where((w) => {
-      if (ids.length > 0) w.orWhereIn("id", ids);
-      for (const k of keys)
-        w.orWhere((one) => {
-          one.where({ kind: k.kind, currency: k.currency });
-          if (k.owner === null) one.whereNull("owner_agent_id");
-          else one.where({ owner_agent_id: k.owner });
-        });
-    })
-    .orderBy("id")
-    .forUpdate();
-  return noWait ? query.noWait() : query;
+  const bindings: Knex.RawBinding[] = [];
+  let columns = "*";
+  if (options.lookups) {
+    columns += ", (select id from ledger_transactions where idempotency_key = ?) as key_taken_by";
+    bindings.push(options.lookups.idempotencyKey);
+    // A post that resolves no hold (a hold itself) looks for none. Sent as `resolves_transaction_id =
+    // null`, the lookup made PostgreSQL's cached generic plan look dearer than a custom plan that folds it
+    // away, so it planned the hold's lock afresh on every call.
+    if (options.lookups.resolves === null) columns += ", null::uuid as hold_resolved_by";
+    else {
+      columns += ", (select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by";
+      bindings.push(options.lookups.resolves);
+    }
+  }
+  const named: string[] = [];
+  if (ids.length > 0) {
+    named.push(`id in (${ids.map(() => "?").join(", ")})`);
+    bindings.push(...ids);
+  }
+  for (const k of keys) {
+    const owner = k.owner === null ? "owner_agent_id is null" : "owner_agent_id = ?";
+    named.push(`(kind = ? and currency = ? and ${owner})`);
+    bindings.push(k.kind, k.currency, ...(k.owner === null ? [] : [k.owner]));
+  }
+  if (named.length === 0) throw new Error("a ledger lock needs at least one account");
+  const sql = `select ${columns} from ledger_accounts where ${named.join(" or ")} order by id for update${
+    options.noWait ? " nowait" : ""
+  }`;
+  return { sql, bindings };
 }
 
 /**
@@ -170,8 +197,9 @@ export async function lockAccountRefs(
   refs: AccountRef[],
   options: { noWait?: boolean } = {},
 ): Promise<LedgerAccountRow[]> {
-  const rows = await lockQuery(q, refs, options.noWait === true).select("*");
-  return rows.map(toAccount);
+  const { sql, bindings } = lockStatement(refs, { noWait: options.noWait === true });
+  const result = await preparedRaw(q, sql, bindings);
+  return (result.rows as Raw<LedgerAccountRow, "balance_micros">[]).map(toAccount);
 }
 
 /** What a post reads with its locks: the accounts, and what its snapshot saw of the key and the hold. */
@@ -194,18 +222,14 @@ export async function lockForPost(
   refs: AccountRef[],
   post: { idempotencyKey: string; resolves?: string | null },
 ): Promise<LockedForPost> {
+  const { sql, bindings } = lockStatement(refs, {
+    noWait: false,
+    lookups: { idempotencyKey: post.idempotencyKey, resolves: post.resolves ?? null },
+  });
   const rows: (Raw<LedgerAccountRow, "balance_micros"> & {
     key_taken_by: string | null;
     hold_resolved_by: string | null;
-  })[] = await lockQuery(q, refs, false).select(
-    "*",
-    q.raw("(select id from ledger_transactions where idempotency_key = ?) as key_taken_by", [
-      post.idempotencyKey,
-    ]),
-    q.raw("(select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by", [
-      post.resolves ?? null,
-    ]),
-  );
+  })[] = (await preparedRaw(q, sql, bindings)).rows;
   return {
     accounts: rows.map(({ key_taken_by: _, hold_resolved_by: __, ...row }) => toAccount(row)),
     keyTakenBy: rows[0]?.key_taken_by ?? null,
@@ -265,7 +289,8 @@ export async function writeTransaction(
   for (const e of entries) finalBalance.set(e.account_id, e.balance_after_micros);
   const entryRows = entries.map(() => "(?::int, ?::uuid, ?::bigint, ?::bigint, ?::bigint)").join(", ");
   const balanceRows = [...finalBalance.keys()].map(() => "(?::uuid, ?::bigint)").join(", ");
-  const result = await q.raw(
+  const result = await preparedRaw(
+    q,
     `with tx as (
        insert into ledger_transactions
          (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
@@ -318,7 +343,8 @@ export async function findHoldByKey(
     })
   | undefined
 > {
-  const result = await q.raw(
+  const result = await preparedRaw(
+    q,
     `select t.*, h.amount_micros::text as held_micros, h.owner_agent_id as held_owner,
             h.currency as held_currency
        from ledger_transactions t
