@@ -1,0 +1,99 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, describe, expect, it } from "vitest";
+import { closeDb, db } from "../../shared/db/knex.js";
+import { appendEvidence } from "../../shared/money/evidence/store.js";
+import { readCustody, readCustodyForShare } from "../../shared/money/gate/store.js";
+import { captureHold, creditDeposit, holdFunds, releaseHold } from "../../shared/money/ledger/flows.js";
+import { buildAgent } from "../helpers/factories.js";
+
+// Every paid call holds, then captures or releases, appends evidence at each step and reads the custody
+// switch twice. Those statements run as named prepared statements so that PostgreSQL plans them once
+// per connection and then runs a kept generic plan (docs/benchmarks.md "The nineteenth round"). Planned
+// afresh on every call they cost about as much server time as running them. PostgreSQL plans a prepared
+// statement's first five executions for their values (custom plans), then keeps the generic plan unless
+// it looks dearer; the hold's lock once asked for "the transaction that resolved hold NULL", which a
+// custom plan folds away and a generic one cannot, so every hold was planned again. This reads, on the
+// transaction's own connection, how often each statement was planned either way.
+
+afterAll(async () => {
+  await closeDb();
+});
+
+const ROUNDS = 8;
+const key = (label: string) => `test:${label}:${randomUUID()}`;
+
+interface PreparedRow {
+  statement: string;
+  generic_plans: string;
+  custom_plans: string;
+}
+
+describe("the paid call's money statements", () => {
+  it("are prepared once per connection and run on a kept generic plan, not planned on every call", async () => {
+    const [buyer, seller] = await Promise.all([buildAgent("buyer"), buildAgent("seller")]);
+    const reference = () => ({ type: "test", id: randomUUID() });
+    await creditDeposit({
+      agentId: buyer.agentId,
+      currency: "USDC",
+      amountMicros: 1_000_000n,
+      reference: reference(),
+      idempotencyKey: key("deposit"),
+    });
+
+    const prepared = await db().transaction(async (trx) => {
+      for (let round = 0; round < ROUNDS; round++) {
+        await readCustody(trx);
+        await readCustodyForShare(trx);
+        for (const outcome of ["capture", "release"] as const) {
+          const holdKey = key("hold");
+          const movement = { agentId: buyer.agentId, currency: "USDC" as const, amountMicros: 1_000n };
+          const hold = await holdFunds({ ...movement, reference: reference(), idempotencyKey: holdKey }, trx);
+          const subject = { agent_id: buyer.agentId, subject_type: "test", subject_id: randomUUID() };
+          await appendEvidence(trx, {
+            ...subject,
+            state: "authorization",
+            source: "ledger_hold",
+            source_ref: hold.transactionId,
+          });
+          if (outcome === "capture")
+            await captureHold(
+              { holdKey, idempotencyKey: key("capture"), sellerAgentId: seller.agentId },
+              trx,
+            );
+          else await releaseHold({ holdKey, idempotencyKey: key("release") }, trx);
+          await appendEvidence(trx, [
+            { ...subject, state: "execution", source: "test", source_ref: null },
+            {
+              ...subject,
+              state: outcome === "capture" ? "capture" : "refund",
+              source: "test",
+              source_ref: null,
+            },
+          ]);
+        }
+      }
+      const { rows } = await trx.raw(
+        `select statement, generic_plans::text, custom_plans::text from pg_prepared_statements
+          where statement ~ '(ledger_|payment_evidence|platform_settings)'`,
+      );
+      return rows as PreparedRow[];
+    });
+
+    const runs = (row: PreparedRow) => Number(row.custom_plans) + Number(row.generic_plans);
+    const named = (pattern: RegExp) =>
+      prepared.filter((row) => pattern.test(row.statement) && runs(row) >= ROUNDS);
+    // Each ran at least ROUNDS times on this connection as a named statement: the two locks (a hold's,
+    // and a capture's or release's), the two writes (two entries, three), the hold's read, the evidence
+    // inserts (one row, two rows) and both custody reads.
+    expect(named(/^select \*.* from ledger_accounts where .* for update$/).length).toBeGreaterThanOrEqual(2);
+    expect(named(/^with tx as \(\s*insert into ledger_transactions/).length).toBeGreaterThanOrEqual(2);
+    expect(named(/from ledger_transactions t\s+left join lateral/)).toHaveLength(1);
+    expect(named(/^insert into payment_evidence/).length).toBeGreaterThanOrEqual(2);
+    expect(named(/platform_settings/)).toHaveLength(2);
+    // None is planned for its values past the first five runs (a first use's account creation runs fewer).
+    for (const row of prepared) {
+      const summary = `${row.statement.replace(/\s+/g, " ").slice(0, 140)}…: ${row.custom_plans} custom, ${row.generic_plans} generic`;
+      expect(Number(row.custom_plans), summary).toBeLessThanOrEqual(5);
+    }
+  });
+});
