@@ -41,7 +41,7 @@ export {
   readGate,
 } from "./gate/availability.js";
 export { custodyStatus, setCustody } from "./gate/custody.js";
-export type { CaptureResult } from "./ledger/flows.js";
+export type { CaptureResult, CaptureSplit } from "./ledger/flows.js";
 export {
   captureHold,
   holdFunds,
@@ -51,8 +51,14 @@ export {
   releaseHold,
   topUpFromFaucet,
 } from "./ledger/flows.js";
-export type { Currency } from "./ledger/ledger.js";
-export { balances, PLATFORM_FEE_PERCENT, platformSplit, retryTransient } from "./ledger/ledger.js";
+export type { Currency, PostEvidence } from "./ledger/ledger.js";
+export {
+  balances,
+  PLATFORM_FEE_PERCENT,
+  platformSplit,
+  retryTransient,
+  THIS_TRANSACTION,
+} from "./ledger/ledger.js";
 export type { PayoutConfirmationOutcome } from "./payouts/confirmation.js";
 export { confirmPayout } from "./payouts/confirmation.js";
 export { payoutSummary, processPayoutSweep } from "./payouts/payouts.js";

@@ -2,21 +2,21 @@ import type { Knex } from "knex";
 import { AppError } from "../errors.js";
 import { formatUsdc } from "../kernel/money.js";
 import {
-  appendEvidence,
-  type CaptureResult,
   type Currency,
   captureHold,
   type EvidenceRow,
   holdFunds,
-  type NewEvidence,
+  type PostEvidence,
   releaseHold,
+  THIS_TRANSACTION,
 } from "../money/index.js";
 import type { InvocationError } from "./store/invocations.js";
 
 // The money side of a paid call (docs/payments.md "Paying for calls"): hold in the invocation's own transaction,
 // capture the serving listing's price on success (97 % seller, 3 % platform), release on failure. Each
 // step writes its evidence row in the same transaction as its ledger movement, so the evidence and the
-// money never disagree. Every step is keyed by the invocation id and safe to repeat. The unit is the
+// money never disagree; the rows go in with the ledger movement's own write (PostTransactionInput.evidence),
+// one statement for both. Every step is keyed by the invocation id and safe to repeat. The unit is the
 // invocation's currency: USDC, or tUSDC for the sandbox (docs/x402.md "Sandbox (tumbler)"), whose evidence
 // sources name the tumbler rail and whose every evidence row says simulated: true.
 
@@ -52,8 +52,8 @@ export const amountSuffix = (currency: Currency) => (currency === "USDC" ? "usdc
 
 function evidence(
   invocation: PaidInvocation,
-  e: Omit<NewEvidence, "agent_id" | "invocation_id" | "subject_type" | "subject_id">,
-): NewEvidence {
+  e: Omit<PostEvidence, "agent_id" | "invocation_id" | "subject_type" | "subject_id">,
+): PostEvidence {
   const simulated = railOf(invocation).simulated;
   return {
     agent_id: invocation.agent_id,
@@ -80,9 +80,21 @@ export async function holdForInvocation(
   const agentId = invocation.agent_id;
   if (!agentId) throw new Error(`invocation ${invocation.id} has no agent to hold funds from`);
   const currency = invocation.currency ?? "USDC";
-  let posted: Awaited<ReturnType<typeof holdFunds>>;
+  const authorization = evidence(invocation, {
+    state: "authorization",
+    source: railOf(invocation).hold,
+    source_ref: THIS_TRANSACTION,
+    amount_micros: holdMicros,
+    details: {
+      api_key_id: invocation.api_key_id,
+      route: terms.route,
+      listed_price_micros: terms.listedPriceMicros.toString(),
+      max_cost_micros: terms.maxCostMicros?.toString() ?? null,
+      ...(terms.quoteId ? { quote_id: terms.quoteId } : {}),
+    },
+  });
   try {
-    posted = await holdFunds(
+    await holdFunds(
       {
         agentId,
         currency,
@@ -90,6 +102,7 @@ export async function holdForInvocation(
         reference: { type: SUBJECT, id: invocation.id },
         idempotencyKey: holdKey(invocation.id),
         metadata: { route: terms.route },
+        evidence: [authorization],
       },
       trx,
     );
@@ -98,22 +111,6 @@ export async function holdForInvocation(
       throw currency === "USDC" ? fundingNeeded(error, holdMicros) : sandboxFundingNeeded(error, holdMicros);
     throw error;
   }
-  await appendEvidence(
-    trx,
-    evidence(invocation, {
-      state: "authorization",
-      source: railOf(invocation).hold,
-      source_ref: posted.transactionId,
-      amount_micros: holdMicros,
-      details: {
-        api_key_id: invocation.api_key_id,
-        route: terms.route,
-        listed_price_micros: terms.listedPriceMicros.toString(),
-        max_cost_micros: terms.maxCostMicros?.toString() ?? null,
-        ...(terms.quoteId ? { quote_id: terms.quoteId } : {}),
-      },
-    }),
-  );
 }
 
 function fundingNeeded(error: AppError, holdMicros: bigint): AppError {
@@ -176,76 +173,73 @@ export interface PaidSuccess {
 }
 
 /**
- * On success, in the transaction that records it: execution evidence, then the capture of the serving
- * listing's price (the rest of the hold, if the hold was for a dearer candidate, goes back to the
- * buyer), or a release when the serving listing was free; then the outcome.
+ * On success, in the transaction that records it: the capture of the serving listing's price (the rest
+ * of the hold, if the hold was for a dearer candidate, goes back to the buyer), or a release when the
+ * serving listing was free; with it, in its write, the execution, capture or refund, and outcome
+ * evidence.
  */
 export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Promise<void> {
-  const rows: NewEvidence[] = [
-    evidence(s.invocation, {
-      state: "execution",
-      source: "provider_response",
-      source_ref: s.attemptId,
-      amount_micros: null,
-      details: { listing_id: s.listingId, ...s.providerEvidence },
-    }),
-  ];
+  const execution = evidence(s.invocation, {
+    state: "execution",
+    source: "provider_response",
+    source_ref: s.attemptId,
+    amount_micros: null,
+    details: { listing_id: s.listingId, ...s.providerEvidence },
+  });
+  const outcome = evidence(s.invocation, {
+    state: "outcome",
+    source: "invocation",
+    source_ref: s.invocation.id,
+    amount_micros: s.priceMicros,
+    details: { status: "succeeded", receipt_id: s.receiptId },
+  });
   if (s.priceMicros > 0n) {
-    const capture: CaptureResult & { capturedMicros: bigint; returnedMicros: bigint } = await captureHold(
+    await captureHold(
       {
         holdKey: holdKey(s.invocation.id),
         idempotencyKey: captureKey(s.invocation.id),
         sellerAgentId: s.sellerAgentId,
         captureMicros: s.priceMicros,
         metadata: { receipt_id: s.receiptId, listing_id: s.listingId },
+        evidence: (split) => [
+          execution,
+          evidence(s.invocation, {
+            state: "capture",
+            source: railOf(s.invocation).capture,
+            source_ref: THIS_TRANSACTION,
+            amount_micros: split.capturedMicros,
+            details: {
+              receipt_id: s.receiptId,
+              listing_id: s.listingId,
+              seller_agent_id: s.sellerAgentId,
+              seller_micros: split.sellerMicros.toString(),
+              platform_fee_micros: split.feeMicros.toString(),
+              returned_to_buyer_micros: split.returnedMicros.toString(),
+            },
+          }),
+          outcome,
+        ],
       },
       trx,
     );
-    rows.push(
-      evidence(s.invocation, {
-        state: "capture",
-        source: railOf(s.invocation).capture,
-        source_ref: capture.transactionId,
-        amount_micros: capture.capturedMicros,
-        details: {
-          receipt_id: s.receiptId,
-          listing_id: s.listingId,
-          seller_agent_id: s.sellerAgentId,
-          seller_micros: capture.sellerMicros.toString(),
-          platform_fee_micros: capture.feeMicros.toString(),
-          returned_to_buyer_micros: capture.returnedMicros.toString(),
-        },
-      }),
-    );
   } else {
-    const released = await releaseHold(
+    const refund = evidence(s.invocation, {
+      state: "refund",
+      source: railOf(s.invocation).release,
+      source_ref: THIS_TRANSACTION,
+      amount_micros: s.holdMicros,
+      details: { reason: "served_by_free_listing" },
+    });
+    await releaseHold(
       {
         holdKey: holdKey(s.invocation.id),
         idempotencyKey: releaseKey(s.invocation.id),
         metadata: { reason: "served_by_free_listing" },
+        evidence: [execution, refund, outcome],
       },
       trx,
     );
-    rows.push(
-      evidence(s.invocation, {
-        state: "refund",
-        source: railOf(s.invocation).release,
-        source_ref: released.transactionId,
-        amount_micros: s.holdMicros,
-        details: { reason: "served_by_free_listing" },
-      }),
-    );
   }
-  rows.push(
-    evidence(s.invocation, {
-      state: "outcome",
-      source: "invocation",
-      source_ref: s.invocation.id,
-      amount_micros: s.priceMicros,
-      details: { status: "succeeded", receipt_id: s.receiptId },
-    }),
-  );
-  await appendEvidence(trx, rows);
 }
 
 /** On failure, in the transaction that records it: the whole hold goes back, with refund evidence. */
@@ -255,30 +249,30 @@ export async function releaseForFailure(
   holdMicros: bigint,
   error: InvocationError,
 ): Promise<void> {
-  const released = await releaseHold(
+  await releaseHold(
     {
       holdKey: holdKey(invocation.id),
       idempotencyKey: releaseKey(invocation.id),
       metadata: { reason: error.code },
+      evidence: [
+        evidence(invocation, {
+          state: "refund",
+          source: railOf(invocation).release,
+          source_ref: THIS_TRANSACTION,
+          amount_micros: holdMicros,
+          details: { reason: error.code, message: error.message },
+        }),
+        evidence(invocation, {
+          state: "outcome",
+          source: "invocation",
+          source_ref: invocation.id,
+          amount_micros: 0n,
+          details: { status: "failed", error_code: error.code },
+        }),
+      ],
     },
     trx,
   );
-  await appendEvidence(trx, [
-    evidence(invocation, {
-      state: "refund",
-      source: railOf(invocation).release,
-      source_ref: released.transactionId,
-      amount_micros: holdMicros,
-      details: { reason: error.code, message: error.message },
-    }),
-    evidence(invocation, {
-      state: "outcome",
-      source: "invocation",
-      source_ref: invocation.id,
-      amount_micros: 0n,
-      details: { status: "failed", error_code: error.code },
-    }),
-  ]);
 }
 
 /** The split a capture recorded (seller share and platform fee, in micros), or null when nothing was captured. */

@@ -163,10 +163,15 @@ describe("paid direct invoke", () => {
     expect(evidence.capture).toMatchObject({ source: "ledger_capture", amount_usdc: "0.100000" });
     expect(evidence.execution.source).toBe("provider_response");
 
+    // Written with the ledger movements they record (one statement each), naming their transactions.
     const rows = await db()("payment_evidence")
       .where({ invocation_id: res.body.invocation_id })
       .select("state");
     expect(rows.map((r) => r.state).sort()).toEqual(["authorization", "capture", "execution", "outcome"]);
+    const ledgerId = async (key: string) =>
+      (await db()("ledger_transactions").where({ idempotency_key: key }).first("id")).id;
+    expect(evidence.authorization.source_ref).toBe(await ledgerId(`ledger:hold:${res.body.invocation_id}`));
+    expect(evidence.capture.source_ref).toBe(await ledgerId(`ledger:capture:${res.body.invocation_id}`));
   });
 
   it("answers 402 with what to do when the balance is short, and writes nothing", async () => {

@@ -20,8 +20,10 @@ import {
   type Currency,
   HoldAlreadyResolvedError,
   type LedgerReference,
+  type PostEvidence,
   platformAccount,
   postTransaction,
+  THIS_TRANSACTION,
 } from "../../shared/money/ledger/ledger.js";
 import {
   accountsOwnedBy,
@@ -409,6 +411,93 @@ describe("ledger flows", () => {
     await expect(post([a, -1n], [{ id: randomUUID() }, 1n])).rejects.toThrow(/does not exist/);
     await expect(holdFunds(mv(agent, 0n, "hold"))).rejects.toThrow(/positive/);
     expect(await countEntries(db(), [a.id, b.id])).toBe(0);
+  });
+});
+
+describe("evidence written with a post", () => {
+  const evidenceOf = (subjectId: string) =>
+    db()("payment_evidence").where({ subject_type: "test", subject_id: subjectId });
+
+  it("goes in with the post, naming the posted transaction where asked", async () => {
+    const [buyer, seller] = (await agentIds(2)) as [string, string];
+    await creditDeposit(mv(buyer, 1_000_000n, "deposit"));
+    const subject = randomUUID();
+    const row = (state: "authorization" | "execution" | "capture" | "outcome") => ({
+      agent_id: buyer,
+      subject_type: "test",
+      subject_id: subject,
+      state,
+      source: `test_${state}`,
+    });
+    const hold = mv(buyer, 100_000n, "hold");
+    const held = await holdFunds({
+      ...hold,
+      evidence: [{ ...row("authorization"), source_ref: THIS_TRANSACTION, amount_micros: 100_000n }],
+    });
+    const splits: unknown[] = [];
+    const captured = await captureHold({
+      holdKey: hold.idempotencyKey,
+      idempotencyKey: key("capture"),
+      sellerAgentId: seller,
+      captureMicros: 60_000n,
+      evidence: (split) => {
+        splits.push(split);
+        return [
+          { ...row("execution"), source_ref: "attempt-1" },
+          { ...row("capture"), source_ref: THIS_TRANSACTION, amount_micros: split.capturedMicros },
+          { ...row("outcome"), source_ref: subject, details: { fee: split.feeMicros.toString() } },
+        ];
+      },
+    });
+    expect(splits).toEqual([
+      { capturedMicros: 60_000n, feeMicros: 1_800n, sellerMicros: 58_200n, returnedMicros: 40_000n },
+    ]);
+    const rows = await evidenceOf(subject);
+    expect(rows.map((r) => [r.state, r.source_ref, r.amount_micros]).sort()).toEqual([
+      ["authorization", held.transactionId, "100000"],
+      ["capture", captured.transactionId, "60000"],
+      ["execution", "attempt-1", null],
+      ["outcome", subject, null],
+    ]);
+    expect(rows.find((r) => r.state === "outcome").details).toEqual({ fee: "1800" });
+  });
+
+  it("a replayed post appends it naming the first transaction; a refused or resolved one writes none", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+    await creditDeposit(mv(buyer, 1_000n, "deposit"));
+    const hold = mv(buyer, 600n, "hold");
+    const first = await holdFunds(hold);
+    // The first post had no evidence; the replay brings it, and the post's key still posts once.
+    const subject = randomUUID();
+    const authorization: PostEvidence = {
+      agent_id: buyer,
+      subject_type: "test",
+      subject_id: subject,
+      state: "authorization",
+      source: "test",
+      source_ref: THIS_TRANSACTION,
+    };
+    expect(await holdFunds({ ...hold, evidence: [authorization] })).toEqual({
+      transactionId: first.transactionId,
+      replayed: true,
+    });
+    expect((await evidenceOf(subject)).map((r) => r.source_ref)).toEqual([first.transactionId]);
+
+    const refused = randomUUID();
+    await expectPaymentRequired(
+      holdFunds({ ...mv(buyer, 600n, "short"), evidence: [{ ...authorization, subject_id: refused }] }),
+    );
+    await releaseHold({ holdKey: hold.idempotencyKey, idempotencyKey: key("release") });
+    const late = randomUUID();
+    await expect(
+      releaseHold({
+        holdKey: hold.idempotencyKey,
+        idempotencyKey: key("release-again"),
+        evidence: [{ ...authorization, subject_id: late, state: "refund" }],
+      }),
+    ).rejects.toBeInstanceOf(HoldAlreadyResolvedError);
+    expect(await evidenceOf(refused)).toEqual([]);
+    expect(await evidenceOf(late)).toEqual([]);
   });
 });
 

@@ -4,6 +4,7 @@ import { closeDb, db } from "../../shared/db/knex.js";
 import { appendEvidence } from "../../shared/money/evidence/store.js";
 import { readCustody, readCustodyForShare } from "../../shared/money/gate/store.js";
 import { captureHold, creditDeposit, holdFunds, releaseHold } from "../../shared/money/ledger/flows.js";
+import { THIS_TRANSACTION } from "../../shared/money/ledger/ledger.js";
 import { buildAgent } from "../helpers/factories.js";
 
 // Every paid call holds, then captures or releases, appends evidence at each step and reads the custody
@@ -44,33 +45,51 @@ describe("the paid call's money statements", () => {
       for (let round = 0; round < ROUNDS; round++) {
         await readCustody(trx);
         await readCustodyForShare(trx);
-        for (const outcome of ["capture", "release"] as const) {
-          const holdKey = key("hold");
-          const movement = { agentId: buyer.agentId, currency: "USDC" as const, amountMicros: 1_000n };
-          const hold = await holdFunds({ ...movement, reference: reference(), idempotencyKey: holdKey }, trx);
-          const subject = { agent_id: buyer.agentId, subject_type: "test", subject_id: randomUUID() };
-          await appendEvidence(trx, {
-            ...subject,
-            state: "authorization",
-            source: "ledger_hold",
-            source_ref: hold.transactionId,
-          });
-          if (outcome === "capture")
-            await captureHold(
-              { holdKey, idempotencyKey: key("capture"), sellerAgentId: seller.agentId },
-              trx,
-            );
-          else await releaseHold({ holdKey, idempotencyKey: key("release") }, trx);
-          await appendEvidence(trx, [
-            { ...subject, state: "execution", source: "test", source_ref: null },
-            {
-              ...subject,
-              state: outcome === "capture" ? "capture" : "refund",
-              source: "test",
-              source_ref: null,
-            },
-          ]);
-        }
+        const movement = { agentId: buyer.agentId, currency: "USDC" as const, amountMicros: 1_000n };
+        const subject = () => ({ agent_id: buyer.agentId, subject_type: "test", subject_id: randomUUID() });
+        // As a paid call: the evidence goes in with the hold's and the capture's writes.
+        const paid = subject();
+        const holdKey = key("hold");
+        await holdFunds(
+          {
+            ...movement,
+            reference: reference(),
+            idempotencyKey: holdKey,
+            evidence: [{ ...paid, state: "authorization", source: "test", source_ref: THIS_TRANSACTION }],
+          },
+          trx,
+        );
+        await captureHold(
+          {
+            holdKey,
+            idempotencyKey: key("capture"),
+            sellerAgentId: seller.agentId,
+            evidence: () => [
+              { ...paid, state: "execution", source: "test", source_ref: null },
+              { ...paid, state: "capture", source: "test", source_ref: THIS_TRANSACTION },
+              { ...paid, state: "outcome", source: "test", source_ref: null },
+            ],
+          },
+          trx,
+        );
+        // As the other money paths: a movement, then its evidence appended (one row, then two).
+        const other = subject();
+        const releasedKey = key("hold");
+        const hold = await holdFunds(
+          { ...movement, reference: reference(), idempotencyKey: releasedKey },
+          trx,
+        );
+        await appendEvidence(trx, {
+          ...other,
+          state: "authorization",
+          source: "test",
+          source_ref: hold.transactionId,
+        });
+        await releaseHold({ holdKey: releasedKey, idempotencyKey: key("release") }, trx);
+        await appendEvidence(trx, [
+          { ...other, state: "refund", source: "test", source_ref: null },
+          { ...other, state: "outcome", source: "test", source_ref: null },
+        ]);
       }
       const { rows } = await trx.raw(
         `select statement, generic_plans::text, custom_plans::text from pg_prepared_statements
@@ -82,11 +101,12 @@ describe("the paid call's money statements", () => {
     const runs = (row: PreparedRow) => Number(row.custom_plans) + Number(row.generic_plans);
     const named = (pattern: RegExp) =>
       prepared.filter((row) => pattern.test(row.statement) && runs(row) >= ROUNDS);
-    // Each ran at least ROUNDS times on this connection as a named statement: the two locks (a hold's,
-    // and a capture's or release's), the two writes (two entries, three), the hold's read, the evidence
+    // Each ran at least ROUNDS times on this connection as a named statement: the locks (a hold's, a
+    // capture's, a release's), the writes (with and without evidence), the hold's read, the evidence
     // inserts (one row, two rows) and both custody reads.
-    expect(named(/^select \*.* from ledger_accounts where .* for update$/).length).toBeGreaterThanOrEqual(2);
-    expect(named(/^with tx as \(\s*insert into ledger_transactions/).length).toBeGreaterThanOrEqual(2);
+    expect(named(/^select \*.* from ledger_accounts where .* for update$/).length).toBeGreaterThanOrEqual(3);
+    expect(named(/^with tx as \(\s*insert into ledger_transactions/).length).toBeGreaterThanOrEqual(3);
+    expect(named(/evidence as \(\s*insert into payment_evidence/).length).toBe(2);
     expect(named(/from ledger_transactions t\s+left join lateral/)).toHaveLength(1);
     expect(named(/^insert into payment_evidence/).length).toBeGreaterThanOrEqual(2);
     expect(named(/platform_settings/)).toHaveLength(2);

@@ -46,7 +46,8 @@ export interface EvidenceRow {
   details: Record<string, unknown>;
 }
 
-const EVIDENCE_COLUMNS = [
+/** The columns a new evidence row writes, in the order evidenceValues gives them. */
+export const EVIDENCE_COLUMNS = [
   "agent_id",
   "invocation_id",
   "subject_type",
@@ -74,30 +75,32 @@ function insertText(rows: number): string {
   return sql;
 }
 
+/** A new row's values in EVIDENCE_COLUMNS' order, as bindings. */
+export function evidenceValues(e: NewEvidence): (string | null)[] {
+  return [
+    e.agent_id,
+    e.invocation_id ?? null,
+    e.subject_type,
+    e.subject_id,
+    e.state,
+    e.source,
+    e.source_ref,
+    e.amount_micros?.toString() ?? null,
+    e.currency ?? null,
+    JSON.stringify(e.details ?? {}),
+  ];
+}
+
 /**
  * Appends one evidence state; recording the same state of a subject again is a no-op (redelivery).
- * A named prepared statement per row count: every paid call appends evidence twice, and planning the
- * insert afresh each time cost about as much as running it (docs/benchmarks.md "The nineteenth round").
+ * A named prepared statement per row count: planning the insert afresh each time cost about as much as
+ * running it (docs/benchmarks.md "The nineteenth round"). Evidence of a ledger movement can instead go
+ * in with the movement's own write (ledger.ts, PostTransactionInput.evidence).
  */
 export async function appendEvidence(q: Db, rows: NewEvidence | NewEvidence[]): Promise<void> {
   const list = Array.isArray(rows) ? rows : [rows];
   if (list.length === 0) return;
-  await preparedRaw(
-    q,
-    insertText(list.length),
-    list.flatMap((e) => [
-      e.agent_id,
-      e.invocation_id ?? null,
-      e.subject_type,
-      e.subject_id,
-      e.state,
-      e.source,
-      e.source_ref,
-      e.amount_micros?.toString() ?? null,
-      e.currency ?? null,
-      JSON.stringify(e.details ?? {}),
-    ]),
-  );
+  await preparedRaw(q, insertText(list.length), list.flatMap(evidenceValues));
 }
 
 /** Every evidence row of a subject, oldest first. */

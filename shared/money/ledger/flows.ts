@@ -6,6 +6,7 @@ import {
   type Currency,
   type LedgerLeg,
   type LedgerReference,
+  type PostEvidence,
   type PostResult,
   platformSplit,
   postTransaction,
@@ -27,6 +28,8 @@ export interface AgentMovement {
   reference: LedgerReference;
   idempotencyKey: string;
   metadata?: Record<string, unknown>;
+  /** Evidence written with the movement (PostTransactionInput.evidence). */
+  evidence?: PostEvidence[];
 }
 
 /** Names a hold by its idempotency key; the hold fixes who pays, how much and in which currency. */
@@ -34,6 +37,16 @@ export interface HoldResolution {
   holdKey: string;
   idempotencyKey: string;
   metadata?: Record<string, unknown>;
+  /** Evidence written with the release (PostTransactionInput.evidence). */
+  evidence?: PostEvidence[];
+}
+
+/** How a capture splits: the platform's fee and the seller's part of what it captured, and what went back. */
+export interface CaptureSplit {
+  feeMicros: bigint;
+  sellerMicros: bigint;
+  capturedMicros: bigint;
+  returnedMicros: bigint;
 }
 
 export interface CaptureResult extends PostResult {
@@ -78,6 +91,7 @@ function move(
         { account: to, amountMicros: m.amountMicros },
       ],
       metadata: m.metadata ?? {},
+      evidence: m.evidence,
     },
     trx,
   );
@@ -122,9 +136,14 @@ async function requireHold(holdKey: string, trx: Knex.Transaction | undefined): 
  * already captured or released under another key.
  */
 export async function captureHold(
-  r: HoldResolution & { sellerAgentId: string | null; captureMicros?: bigint },
+  r: Omit<HoldResolution, "evidence"> & {
+    sellerAgentId: string | null;
+    captureMicros?: bigint;
+    /** Evidence written with the capture, given how it splits (PostTransactionInput.evidence). */
+    evidence?: (split: CaptureSplit) => PostEvidence[];
+  },
   trx?: Knex.Transaction,
-): Promise<CaptureResult & { capturedMicros: bigint; returnedMicros: bigint }> {
+): Promise<CaptureResult & CaptureSplit> {
   const hold = await requireHold(r.holdKey, trx);
   const captured = r.captureMicros ?? hold.amountMicros;
   requirePositive(captured);
@@ -133,6 +152,7 @@ export async function captureHold(
   }
   const returned = hold.amountMicros - captured;
   const { feeMicros, sellerMicros } = platformSplit(captured);
+  const split: CaptureSplit = { feeMicros, sellerMicros, capturedMicros: captured, returnedMicros: returned };
   const held = named(hold.agentId, "agent_held", hold.currency);
   const revenue = named(null, "platform_revenue", hold.currency);
   const seller = r.sellerAgentId ? named(r.sellerAgentId, "seller_payable", hold.currency) : revenue;
@@ -158,10 +178,11 @@ export async function captureHold(
         seller_micros: sellerMicros.toString(),
         returned_micros: returned.toString(),
       },
+      evidence: r.evidence?.(split),
     },
     trx,
   );
-  return { ...result, feeMicros, sellerMicros, capturedMicros: captured, returnedMicros: returned };
+  return { ...result, ...split };
 }
 
 /** Voids a whole hold on failure (held → available). Throws HoldAlreadyResolvedError like a capture. */
@@ -180,6 +201,7 @@ export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Pr
         { account: available, amountMicros: hold.amountMicros },
       ],
       metadata: { ...r.metadata, hold_key: r.holdKey },
+      evidence: r.evidence,
     },
     trx,
   );

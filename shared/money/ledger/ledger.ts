@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import { db } from "../../db/knex.js";
 import { AppError } from "../../errors.js";
 import { formatUsdc } from "../../kernel/money.js";
+import { appendEvidence, type NewEvidence } from "../evidence/store.js";
 import {
   type AccountKey,
   type AccountRef,
@@ -9,6 +10,7 @@ import {
   agentAccounts,
   type Currency,
   createAccounts,
+  type EvidenceOfPost,
   findTransactionByKey,
   getOrCreateAccount,
   isResolved,
@@ -73,6 +75,36 @@ export interface PostTransactionInput {
   metadata?: Record<string, unknown>;
   /** For a capture or release: the hold it resolves. A hold is resolved once, either way. */
   resolves?: string | null;
+  /**
+   * Evidence of the movement, written in the post's own statement (writeTransaction); a row whose
+   * source_ref is THIS_TRANSACTION names the post's transaction. A replayed post appends it (a no-op
+   * when it is already there), so the evidence is there either way; a refused post writes none.
+   */
+  evidence?: PostEvidence[];
+}
+
+/** As an evidence row's source_ref: the transaction the post writes (its id is the database's). */
+export const THIS_TRANSACTION = Symbol("the posted ledger transaction");
+
+/** An evidence row to write with a post. */
+export type PostEvidence = Omit<NewEvidence, "source_ref"> & {
+  source_ref: NewEvidence["source_ref"] | typeof THIS_TRANSACTION;
+};
+
+/** The evidence rows with THIS_TRANSACTION replaced by the transaction's id. */
+function evidenceNaming(evidence: PostEvidence[], transactionId: string): NewEvidence[] {
+  return evidence.map((e) => ({
+    ...e,
+    source_ref: e.source_ref === THIS_TRANSACTION ? transactionId : e.source_ref,
+  }));
+}
+
+/** The evidence rows as the post's write takes them. */
+function evidenceOfPost(evidence: PostEvidence[]): EvidenceOfPost[] {
+  return evidence.map((e) => ({
+    row: { ...e, source_ref: e.source_ref === THIS_TRANSACTION ? null : e.source_ref },
+    refersToPost: e.source_ref === THIS_TRANSACTION,
+  }));
 }
 
 export interface PostResult {
@@ -184,13 +216,21 @@ export async function postTransaction(
   return retryTransient(() => db().transaction((own) => post(own, input)));
 }
 
+/** A post, and its evidence: written with it, or appended after a replay (the first post may have had none). */
+async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
+  const result = await postOnce(q, input);
+  if (result.replayed && input.evidence?.length)
+    await appendEvidence(q, evidenceNaming(input.evidence, result.transactionId));
+  return result;
+}
+
 /**
  * Two round trips when nothing is in the way: one statement locks the accounts and reads whether the
- * key or the hold is taken, one writes the transaction, its entries and the balances. What the lock's
- * snapshot cannot show (a post that committed while this one waited for a lock) is read again, afresh,
- * before a refusal and when the write finds its key or its hold taken.
+ * key or the hold is taken, one writes the transaction, its entries, the balances and the evidence.
+ * What the lock's snapshot cannot show (a post that committed while this one waited for a lock) is read
+ * again, afresh, before a refusal and when the write finds its key or its hold taken.
  */
-async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
+async function postOnce(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
   const locked = await lockLegAccounts(q, input);
   if (locked.keyTakenBy) return replay(q, input);
   if (locked.holdResolvedBy && input.resolves) throw new HoldAlreadyResolvedError(input.resolves);
@@ -218,6 +258,7 @@ async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<P
       metadata: input.metadata ?? {},
     },
     entries,
+    evidenceOfPost(input.evidence ?? []),
   );
   if (id) return { transactionId: id, replayed: false };
   const first = await answerOfFirstPost(q, input);

@@ -1,6 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
+import { EVIDENCE_COLUMNS, evidenceValues, type NewEvidence } from "../evidence/store.js";
 
 export const ACCOUNT_KINDS = [
   "agent_available",
@@ -167,7 +168,8 @@ function lockStatement(
     // away, so it planned the hold's lock afresh on every call.
     if (options.lookups.resolves === null) columns += ", null::uuid as hold_resolved_by";
     else {
-      columns += ", (select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by";
+      columns +=
+        ", (select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by";
       bindings.push(options.lookups.resolves);
     }
   }
@@ -279,11 +281,17 @@ export interface NewEntry {
  * when its key is already recorded or the hold it resolves is already resolved (ON CONFLICT DO NOTHING,
  * either unique index): then nothing is written and undefined comes back. The caller holds the accounts'
  * row locks and computed the balances under them.
+ *
+ * Evidence of the movement, when given, is inserted by the same statement and on the same condition
+ * (a fourth data-modifying CTE): a row that names the post (refersToPost) gets the new transaction's id
+ * as its source_ref. A paid call's hold and its capture or release each spend one round trip fewer so
+ * (docs/benchmarks.md "The nineteenth round"); recording a subject's state again stays a no-op.
  */
 export async function writeTransaction(
   q: Db,
   row: NewTransaction,
   entries: NewEntry[],
+  evidence: EvidenceOfPost[] = [],
 ): Promise<string | undefined> {
   const finalBalance = new Map<string, bigint>();
   for (const e of entries) finalBalance.set(e.account_id, e.balance_after_micros);
@@ -309,7 +317,7 @@ export async function writeTransaction(
        update ledger_accounts a set balance_micros = b.balance
          from (values ${balanceRows}) as b (id, balance), tx
         where a.id = b.id
-     )
+     )${evidence.length > 0 ? evidenceCte(evidence.length) : ""}
      select id from tx`,
     [
       row.kind,
@@ -326,9 +334,45 @@ export async function writeTransaction(
         e.balance_after_micros.toString(),
       ]),
       ...[...finalBalance].flatMap(([id, balance]) => [id, balance.toString()]),
+      ...evidence.flatMap((e, ord) => [ord, e.refersToPost, ...evidenceValues(e.row)]),
     ],
   );
   return result.rows[0]?.id;
+}
+
+/** An evidence row written with a post; refersToPost: its source_ref is the post's own transaction. */
+export interface EvidenceOfPost {
+  row: NewEvidence;
+  refersToPost: boolean;
+}
+
+/** The evidence CTE of writeTransaction for n rows, inserted in their order (ord), after tx. */
+function evidenceCte(n: number): string {
+  const casts: Record<(typeof EVIDENCE_COLUMNS)[number], string> = {
+    agent_id: "?::uuid",
+    invocation_id: "?::uuid",
+    subject_type: "?",
+    subject_id: "?",
+    state: "?",
+    source: "?",
+    source_ref: "?",
+    amount_micros: "?::bigint",
+    currency: "?",
+    details: "?::jsonb",
+  };
+  const values = `(?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => casts[c]).join(", ")})`;
+  const selected = EVIDENCE_COLUMNS.map((c) =>
+    c === "source_ref" ? "case when v.refers_to_post then tx.id::text else v.source_ref end" : `v.${c}`,
+  );
+  return `,
+     evidence as (
+       insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
+       select ${selected.join(", ")}
+         from tx cross join (values ${Array(n).fill(values).join(", ")})
+              as v (ord, refers_to_post, ${EVIDENCE_COLUMNS.join(", ")})
+        order by v.ord
+       on conflict (subject_type, subject_id, state) do nothing
+     )`;
 }
 
 /** A hold transaction with its held entry (amount, owner, currency), in one read; undefined when absent. */
