@@ -81,7 +81,7 @@ export class ChaosClient {
         last = answer;
         if (done(answer)) return { answer, attempts, seen };
       }
-      if (Date.now() > deadline) return { answer: last, attempts, seen };
+      if (Date.now() >= deadline) return { answer: last, attempts, seen };
       await new Promise((r) => setTimeout(r, this.random.int(200, 800)));
     }
   }
