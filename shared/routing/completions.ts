@@ -16,8 +16,10 @@ const offered = new Map<string, { at: number; summary: InvocationSummary }>();
 
 /**
  * Offers a committed summary to this process's waiting request, if one waits on the invocation's job.
- * Only for a summary that is final once its statement commits (free work: paid work changes more rows
- * in the same transaction, and those answers read the row).
+ * Only for a summary that is final once it commits: free work's statement, and ledger-paid work's
+ * transaction, offered after its commit (what else that transaction writes, the capture, its evidence
+ * and the day's spend, is not in the summary). x402 work settles after its commit, and its answer reads
+ * the row.
  */
 export function offerCompletion(summary: InvocationSummary): void {
   if (!isWatched("executions", summary.id) && !isRunningHere(summary.id)) return;

@@ -159,6 +159,8 @@ async function succeed(
     return "succeeded";
   }
   let edgePaymentId: string | undefined;
+  /** The summary of the ledger-paid transaction that committed, for a local waiter (completions.ts). */
+  let paidSummary: InvocationSummary | undefined;
   const receiptId =
     invocation.route === "x402"
       ? // Paid on chain, not from a hold: the settlement is queued in the same transaction as the result.
@@ -178,7 +180,9 @@ async function succeed(
         )
       : await retryTransient(() =>
           db().transaction(async (trx) => {
-            const id = (await recordSuccess(trx, record))?.receipt_id;
+            paidSummary = undefined;
+            const summary = await recordSuccess(trx, record);
+            const id = summary?.receipt_id;
             if (id) {
               await settleSuccess(trx, {
                 invocation,
@@ -192,10 +196,13 @@ async function succeed(
               });
               await settleDailySpend(trx, invocation.id, price);
             }
+            paidSummary = summary;
             return id;
           }),
         );
   recorded(receiptId);
+  // Offered once the transaction has committed (a failed commit throws before this line).
+  if (paidSummary) offerCompletion(paidSummary);
   if (edgePaymentId) await edge.settleAfterCommit(edgePaymentId);
   return receiptId ? "succeeded" : "already_finished";
 }
