@@ -29,8 +29,8 @@ export {
   redriveDeposits,
   verifyDeposit,
 } from "./deposits/deposits.js";
-export type { EvidenceRow, NewEvidence } from "./evidence/store.js";
-export { appendEvidence, listEvidence } from "./evidence/store.js";
+export type { EvidenceRow, NewEvidence, PostEvidence } from "./evidence/store.js";
+export { appendEvidence, listEvidence, THIS_TRANSACTION } from "./evidence/store.js";
 export type { GateReading, PaidGate } from "./gate/availability.js";
 export {
   assertCustodyOpen,
@@ -51,14 +51,8 @@ export {
   releaseHold,
   topUpFromFaucet,
 } from "./ledger/flows.js";
-export type { Currency, PostEvidence } from "./ledger/ledger.js";
-export {
-  balances,
-  PLATFORM_FEE_PERCENT,
-  platformSplit,
-  retryTransient,
-  THIS_TRANSACTION,
-} from "./ledger/ledger.js";
+export type { Currency } from "./ledger/ledger.js";
+export { balances, PLATFORM_FEE_PERCENT, platformSplit, retryTransient } from "./ledger/ledger.js";
 export type { PayoutConfirmationOutcome } from "./payouts/confirmation.js";
 export { confirmPayout } from "./payouts/confirmation.js";
 export { payoutSummary, processPayoutSweep } from "./payouts/payouts.js";

@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "../../shared/db/knex.js";
 import { AppError } from "../../shared/errors.js";
+import { type PostEvidence, THIS_TRANSACTION } from "../../shared/money/evidence/store.js";
 import {
   type AgentMovement,
   captureHold,
@@ -20,10 +21,8 @@ import {
   type Currency,
   HoldAlreadyResolvedError,
   type LedgerReference,
-  type PostEvidence,
   platformAccount,
   postTransaction,
-  THIS_TRANSACTION,
 } from "../../shared/money/ledger/ledger.js";
 import {
   accountsOwnedBy,

@@ -1,10 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "../../shared/db/knex.js";
-import { appendEvidence } from "../../shared/money/evidence/store.js";
+import { appendEvidence, THIS_TRANSACTION } from "../../shared/money/evidence/store.js";
 import { readCustody, readCustodyForShare } from "../../shared/money/gate/store.js";
 import { captureHold, creditDeposit, holdFunds, releaseHold } from "../../shared/money/ledger/flows.js";
-import { THIS_TRANSACTION } from "../../shared/money/ledger/ledger.js";
 import { buildAgent } from "../helpers/factories.js";
 
 // Every paid call holds, then captures or releases, appends evidence at each step and reads the custody

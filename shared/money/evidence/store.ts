@@ -46,8 +46,7 @@ export interface EvidenceRow {
   details: Record<string, unknown>;
 }
 
-/** The columns a new evidence row writes, in the order evidenceValues gives them. */
-export const EVIDENCE_COLUMNS = [
+const EVIDENCE_COLUMNS = [
   "agent_id",
   "invocation_id",
   "subject_type",
@@ -76,7 +75,7 @@ function insertText(rows: number): string {
 }
 
 /** A new row's values in EVIDENCE_COLUMNS' order, as bindings. */
-export function evidenceValues(e: NewEvidence): (string | null)[] {
+function evidenceValues(e: NewEvidence): (string | null)[] {
   return [
     e.agent_id,
     e.invocation_id ?? null,
@@ -91,11 +90,72 @@ export function evidenceValues(e: NewEvidence): (string | null)[] {
   ];
 }
 
+/** As an evidence row's source_ref: the ledger transaction that the same statement writes (its id is the database's). */
+export const THIS_TRANSACTION = Symbol("the posted ledger transaction");
+
+/** An evidence row written with a ledger post (ledger.ts, PostTransactionInput.evidence). */
+export type PostEvidence = Omit<NewEvidence, "source_ref"> & {
+  source_ref: NewEvidence["source_ref"] | typeof THIS_TRANSACTION;
+};
+
+/** The rows with THIS_TRANSACTION replaced by the transaction's id: what appendEvidence takes. */
+export function namingTransaction(rows: PostEvidence[], transactionId: string): NewEvidence[] {
+  return rows.map((e) => ({
+    ...e,
+    source_ref: e.source_ref === THIS_TRANSACTION ? transactionId : e.source_ref,
+  }));
+}
+
+/** The insert of n rows inside a ledger write, per n: a data-modifying CTE that selects from its `tx`. */
+const withTransactionTexts = new Map<number, string>();
+
+/**
+ * The insert of n evidence rows as the body of a CTE in a statement whose `tx` CTE yields the ledger
+ * transaction it wrote: the rows are inserted only if `tx` has a row, in their order, a THIS_TRANSACTION
+ * source_ref as tx.id. Its bindings: insertWithTransactionValues.
+ */
+export function insertWithTransaction(n: number): string {
+  let sql = withTransactionTexts.get(n);
+  if (!sql) {
+    // VALUES types its columns by their first row: the casts give each the target column's type.
+    const casts = {
+      agent_id: "::uuid",
+      invocation_id: "::uuid",
+      amount_micros: "::bigint",
+      details: "::jsonb",
+    };
+    const values = `(?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => `?${casts[c as keyof typeof casts] ?? ""}`).join(", ")})`;
+    const selected = EVIDENCE_COLUMNS.map((c) =>
+      c === "source_ref" ? "case when v.names_tx then tx.id::text else v.source_ref end" : `v.${c}`,
+    );
+    sql = `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
+       select ${selected.join(", ")}
+         from tx cross join (values ${Array(n).fill(values).join(", ")})
+              as v (ord, names_tx, ${EVIDENCE_COLUMNS.join(", ")})
+        order by v.ord
+       on conflict (subject_type, subject_id, state) do nothing`;
+    withTransactionTexts.set(n, sql);
+  }
+  return sql;
+}
+
+/** The bindings of insertWithTransaction(rows.length). */
+export function insertWithTransactionValues(rows: PostEvidence[]): (string | number | boolean | null)[] {
+  return rows.flatMap((e, ord) => {
+    const namesTx = e.source_ref === THIS_TRANSACTION;
+    return [
+      ord,
+      namesTx,
+      ...evidenceValues({ ...e, source_ref: namesTx ? null : (e.source_ref as string | null) }),
+    ];
+  });
+}
+
 /**
  * Appends one evidence state; recording the same state of a subject again is a no-op (redelivery).
  * A named prepared statement per row count: planning the insert afresh each time cost about as much as
  * running it (docs/benchmarks.md "The nineteenth round"). Evidence of a ledger movement can instead go
- * in with the movement's own write (ledger.ts, PostTransactionInput.evidence).
+ * in with the movement's own write (insertWithTransaction).
  */
 export async function appendEvidence(q: Db, rows: NewEvidence | NewEvidence[]): Promise<void> {
   const list = Array.isArray(rows) ? rows : [rows];

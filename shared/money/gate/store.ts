@@ -10,11 +10,13 @@ export interface CustodyState {
   updated_by: string | null;
 }
 
-function toCustody(row: {
-  value: { frozen?: boolean; reason?: string | null };
-  updated_at: Date;
-  updated_by: string | null;
-}) {
+/** The custody row as state; its absence (a database not migrated by us) reads as frozen, never as open. */
+function toCustody(
+  row:
+    | { value: { frozen?: boolean; reason?: string | null }; updated_at: Date; updated_by: string | null }
+    | undefined,
+): CustodyState {
+  if (!row) return { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };
   return {
     frozen: row.value.frozen === true,
     reason: row.value.reason ?? null,
@@ -28,12 +30,9 @@ function toCustody(row: {
 // round").
 const READ_CUSTODY = "select * from platform_settings where key = 'custody'";
 
-/** The custody row; its absence (a database not migrated by us) reads as frozen, never as open. */
+/** The custody switch as stored. */
 export async function readCustody(q: Db): Promise<CustodyState> {
-  const [row] = (await preparedRaw(q, READ_CUSTODY, [])).rows;
-  return row
-    ? toCustody(row)
-    : { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };
+  return toCustody((await preparedRaw(q, READ_CUSTODY, [])).rows[0]);
 }
 
 /**
@@ -41,18 +40,12 @@ export async function readCustody(q: Db): Promise<CustodyState> {
  * takes the row FOR UPDATE) waits for in-flight holds, and no hold commits after a freeze.
  */
 export async function readCustodyForShare(trx: Knex.Transaction): Promise<CustodyState> {
-  const [row] = (await preparedRaw(trx, `${READ_CUSTODY} for share`, [])).rows;
-  return row
-    ? toCustody(row)
-    : { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };
+  return toCustody((await preparedRaw(trx, `${READ_CUSTODY} for share`, [])).rows[0]);
 }
 
 /** Locks the custody row for a change; the caller writes with writeCustody in the same transaction. */
 export async function lockCustody(trx: Knex.Transaction): Promise<CustodyState> {
-  const row = await trx("platform_settings").where({ key: "custody" }).forUpdate().first();
-  return row
-    ? toCustody(row)
-    : { frozen: true, reason: "custody_row_missing", updated_at: new Date(0), updated_by: null };
+  return toCustody(await trx("platform_settings").where({ key: "custody" }).forUpdate().first());
 }
 
 export async function writeCustody(

@@ -1,12 +1,12 @@
 import type { Knex } from "knex";
 import { db } from "../../db/knex.js";
+import type { PostEvidence } from "../evidence/store.js";
 import {
   type AccountRef,
   accountFor,
   type Currency,
   type LedgerLeg,
   type LedgerReference,
-  type PostEvidence,
   type PostResult,
   platformSplit,
   postTransaction,

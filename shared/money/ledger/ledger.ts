@@ -2,7 +2,7 @@ import type { Knex } from "knex";
 import { db } from "../../db/knex.js";
 import { AppError } from "../../errors.js";
 import { formatUsdc } from "../../kernel/money.js";
-import { appendEvidence, type NewEvidence } from "../evidence/store.js";
+import { appendEvidence, namingTransaction, type PostEvidence } from "../evidence/store.js";
 import {
   type AccountKey,
   type AccountRef,
@@ -10,7 +10,6 @@ import {
   agentAccounts,
   type Currency,
   createAccounts,
-  type EvidenceOfPost,
   findTransactionByKey,
   getOrCreateAccount,
   isResolved,
@@ -81,30 +80,6 @@ export interface PostTransactionInput {
    * when it is already there), so the evidence is there either way; a refused post writes none.
    */
   evidence?: PostEvidence[];
-}
-
-/** As an evidence row's source_ref: the transaction the post writes (its id is the database's). */
-export const THIS_TRANSACTION = Symbol("the posted ledger transaction");
-
-/** An evidence row to write with a post. */
-export type PostEvidence = Omit<NewEvidence, "source_ref"> & {
-  source_ref: NewEvidence["source_ref"] | typeof THIS_TRANSACTION;
-};
-
-/** The evidence rows with THIS_TRANSACTION replaced by the transaction's id. */
-function evidenceNaming(evidence: PostEvidence[], transactionId: string): NewEvidence[] {
-  return evidence.map((e) => ({
-    ...e,
-    source_ref: e.source_ref === THIS_TRANSACTION ? transactionId : e.source_ref,
-  }));
-}
-
-/** The evidence rows as the post's write takes them. */
-function evidenceOfPost(evidence: PostEvidence[]): EvidenceOfPost[] {
-  return evidence.map((e) => ({
-    row: { ...e, source_ref: e.source_ref === THIS_TRANSACTION ? null : e.source_ref },
-    refersToPost: e.source_ref === THIS_TRANSACTION,
-  }));
 }
 
 export interface PostResult {
@@ -220,7 +195,7 @@ export async function postTransaction(
 async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
   const result = await postOnce(q, input);
   if (result.replayed && input.evidence?.length)
-    await appendEvidence(q, evidenceNaming(input.evidence, result.transactionId));
+    await appendEvidence(q, namingTransaction(input.evidence, result.transactionId));
   return result;
 }
 
@@ -258,7 +233,7 @@ async function postOnce(q: Knex.Transaction, input: PostTransactionInput): Promi
       metadata: input.metadata ?? {},
     },
     entries,
-    evidenceOfPost(input.evidence ?? []),
+    input.evidence,
   );
   if (id) return { transactionId: id, replayed: false };
   const first = await answerOfFirstPost(q, input);

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
-import { EVIDENCE_COLUMNS, evidenceValues, type NewEvidence } from "../evidence/store.js";
+import { insertWithTransaction, insertWithTransactionValues, type PostEvidence } from "../evidence/store.js";
 
 export const ACCOUNT_KINDS = [
   "agent_available",
@@ -283,23 +283,48 @@ export interface NewEntry {
  * row locks and computed the balances under them.
  *
  * Evidence of the movement, when given, is inserted by the same statement and on the same condition
- * (a fourth data-modifying CTE): a row that names the post (refersToPost) gets the new transaction's id
- * as its source_ref. A paid call's hold and its capture or release each spend one round trip fewer so
+ * (a fourth data-modifying CTE): a row whose source_ref is THIS_TRANSACTION gets the new transaction's
+ * id. A paid call's hold and its capture or release each spend one round trip fewer so
  * (docs/benchmarks.md "The nineteenth round"); recording a subject's state again stays a no-op.
  */
 export async function writeTransaction(
   q: Db,
   row: NewTransaction,
   entries: NewEntry[],
-  evidence: EvidenceOfPost[] = [],
+  evidence: PostEvidence[] = [],
 ): Promise<string | undefined> {
   const finalBalance = new Map<string, bigint>();
   for (const e of entries) finalBalance.set(e.account_id, e.balance_after_micros);
-  const entryRows = entries.map(() => "(?::int, ?::uuid, ?::bigint, ?::bigint, ?::bigint)").join(", ");
-  const balanceRows = [...finalBalance.keys()].map(() => "(?::uuid, ?::bigint)").join(", ");
-  const result = await preparedRaw(
-    q,
-    `with tx as (
+  const result = await preparedRaw(q, writeText(entries.length, finalBalance.size, evidence.length), [
+    row.kind,
+    row.idempotency_key,
+    row.reference_type,
+    row.reference_id,
+    row.resolves_transaction_id,
+    JSON.stringify(row.metadata),
+    ...entries.flatMap((e, ord) => [
+      ord,
+      e.account_id,
+      e.amount_micros.toString(),
+      e.balance_before_micros.toString(),
+      e.balance_after_micros.toString(),
+    ]),
+    ...[...finalBalance].flatMap(([id, balance]) => [id, balance.toString()]),
+    ...insertWithTransactionValues(evidence),
+  ]);
+  return result.rows[0]?.id;
+}
+
+/** writeTransaction's text per shape (entries, accounts, evidence rows): built once, not per post. */
+const writeTexts = new Map<string, string>();
+
+function writeText(entries: number, accounts: number, evidence: number): string {
+  const shape = `${entries}/${accounts}/${evidence}`;
+  let sql = writeTexts.get(shape);
+  if (!sql) {
+    const entryRows = Array(entries).fill("(?::int, ?::uuid, ?::bigint, ?::bigint, ?::bigint)").join(", ");
+    const balanceRows = Array(accounts).fill("(?::uuid, ?::bigint)").join(", ");
+    sql = `with tx as (
        insert into ledger_transactions
          (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
        values (?, ?, ?, ?, ?::uuid, ?::jsonb)
@@ -317,62 +342,18 @@ export async function writeTransaction(
        update ledger_accounts a set balance_micros = b.balance
          from (values ${balanceRows}) as b (id, balance), tx
         where a.id = b.id
-     )${evidence.length > 0 ? evidenceCte(evidence.length) : ""}
-     select id from tx`,
-    [
-      row.kind,
-      row.idempotency_key,
-      row.reference_type,
-      row.reference_id,
-      row.resolves_transaction_id,
-      JSON.stringify(row.metadata),
-      ...entries.flatMap((e, ord) => [
-        ord,
-        e.account_id,
-        e.amount_micros.toString(),
-        e.balance_before_micros.toString(),
-        e.balance_after_micros.toString(),
-      ]),
-      ...[...finalBalance].flatMap(([id, balance]) => [id, balance.toString()]),
-      ...evidence.flatMap((e, ord) => [ord, e.refersToPost, ...evidenceValues(e.row)]),
-    ],
-  );
-  return result.rows[0]?.id;
-}
-
-/** An evidence row written with a post; refersToPost: its source_ref is the post's own transaction. */
-export interface EvidenceOfPost {
-  row: NewEvidence;
-  refersToPost: boolean;
-}
-
-/** The evidence CTE of writeTransaction for n rows, inserted in their order (ord), after tx. */
-function evidenceCte(n: number): string {
-  const casts: Record<(typeof EVIDENCE_COLUMNS)[number], string> = {
-    agent_id: "?::uuid",
-    invocation_id: "?::uuid",
-    subject_type: "?",
-    subject_id: "?",
-    state: "?",
-    source: "?",
-    source_ref: "?",
-    amount_micros: "?::bigint",
-    currency: "?",
-    details: "?::jsonb",
-  };
-  const values = `(?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => casts[c]).join(", ")})`;
-  const selected = EVIDENCE_COLUMNS.map((c) =>
-    c === "source_ref" ? "case when v.refers_to_post then tx.id::text else v.source_ref end" : `v.${c}`,
-  );
-  return `,
+     )${
+       evidence > 0
+         ? `,
      evidence as (
-       insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
-       select ${selected.join(", ")}
-         from tx cross join (values ${Array(n).fill(values).join(", ")})
-              as v (ord, refers_to_post, ${EVIDENCE_COLUMNS.join(", ")})
-        order by v.ord
-       on conflict (subject_type, subject_id, state) do nothing
-     )`;
+       ${insertWithTransaction(evidence)}
+     )`
+         : ""
+     }
+     select id from tx`;
+    writeTexts.set(shape, sql);
+  }
+  return sql;
 }
 
 /** A hold transaction with its held entry (amount, owner, currency), in one read; undefined when absent. */
