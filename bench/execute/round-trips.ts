@@ -22,7 +22,8 @@ import {
  * - the write-ahead log written meanwhile (pg_current_wal_lsn; server-wide, so anything else the server
  *   runs counts too): what each durable commit waits to flush;
  * - PostgreSQL statements from the service's own `agentmarket_db_statements_total` (knex's query
- *   event, BEGIN and COMMIT included), minus what one /metrics scrape itself runs;
+ *   event, BEGIN and COMMIT included), minus what one /metrics scrape itself runs, and its round trips:
+ *   those statements less `agentmarket_db_statements_pipelined_total` (sent in another's flight);
  * - Redis round trips and commands from `redis-cli MONITOR`, kept to the service's own connections
  *   (its sockets to Redis, read from /proc). A line "[<db> lua]" is a command run inside a script: a
  *   command, not a round trip. A MULTI … EXEC block is one round trip; other pipelines would count
@@ -67,6 +68,8 @@ interface Window {
   endedAt: number;
   pg: PgCounters;
   statements: number;
+  /** PostgreSQL round trips: statements less those sent in another's flight. */
+  roundTrips: number;
   redis: { roundTrips: number; commands: number } | undefined;
 }
 
@@ -96,17 +99,27 @@ const minus = (a: PgCounters, b: PgCounters): PgCounters => ({
   wal: a.wal - b.wal,
 });
 
-/** The service's statement counter from its /metrics (METRICS_TOKEN sent when set). */
-async function readStatements(baseUrl: string): Promise<number> {
+/**
+ * The service's statement counters from its /metrics (METRICS_TOKEN sent when set): all statements, and
+ * those sent in another's flight (shared/db/pipeline.ts), so that their difference is the round trips.
+ */
+async function readStatements(baseUrl: string): Promise<{ statements: number; pipelined: number }> {
   const token = process.env.METRICS_TOKEN;
   const res = await fetch(`${baseUrl}/metrics`, {
     headers: token ? { authorization: `Bearer ${token}` } : {},
     signal: AbortSignal.timeout(10_000),
   });
   if (res.status !== 200) throw new Error(`GET /metrics answered ${res.status} (METRICS_TOKEN?)`);
-  const value = /^agentmarket_db_statements_total(?:\{[^}]*\})?\s+(\S+)/m.exec(await res.text())?.[1];
-  if (value === undefined) throw new Error("/metrics has no agentmarket_db_statements_total");
-  return Number(value);
+  const text = await res.text();
+  const counter = (name: string) => {
+    const value = new RegExp(`^${name}(?:\\{[^}]*\\})?\\s+(\\S+)`, "m").exec(text)?.[1];
+    if (value === undefined) throw new Error(`/metrics has no ${name}`);
+    return Number(value);
+  };
+  return {
+    statements: counter("agentmarket_db_statements_total"),
+    pipelined: counter("agentmarket_db_statements_pipelined_total"),
+  };
 }
 
 /** The local ports of a process's TCP connections to `port` (its Redis clients), from /proc. */
@@ -229,9 +242,14 @@ export async function countRoundTrips(ctx: CountContext, plans: readonly CountPl
   // The fewest of five back-to-back pairs: background work that lands between two scrapes (the tail of
   // the load just measured) must not count as a scrape's own cost.
   let scrapeCost = Number.POSITIVE_INFINITY;
+  let scrapePipelined = 0;
   for (let i = 0; i < 5; i++) {
     const s0 = await readStatements(ctx.baseUrl);
-    scrapeCost = Math.min(scrapeCost, (await readStatements(ctx.baseUrl)) - s0);
+    const s1 = await readStatements(ctx.baseUrl);
+    if (s1.statements - s0.statements < scrapeCost) {
+      scrapeCost = s1.statements - s0.statements;
+      scrapePipelined = s1.pipelined - s0.pipelined;
+    }
   }
   const monitor = ctx.redisUrl ? startMonitor(ctx.redisUrl) : undefined;
   const own = new Set<number>();
@@ -258,7 +276,12 @@ export async function countRoundTrips(ctx: CountContext, plans: readonly CountPl
         startedAt,
         endedAt,
         pg: minus(pgAfter, pgBefore),
-        statements: statementsAfter - statementsBefore - scrapeCost,
+        statements: statementsAfter.statements - statementsBefore.statements - scrapeCost,
+        roundTrips:
+          statementsAfter.statements -
+          statementsBefore.statements -
+          scrapeCost -
+          (statementsAfter.pipelined - statementsBefore.pipelined - scrapePipelined),
         redis: monitor ? { roundTrips: 0, commands: 0 } : undefined,
       });
       pgBefore = pgAfter;
@@ -290,6 +313,7 @@ function report(windows: Window[], scrapeCost: number, withRedis: boolean): void
     return [
       w.requests ? `${w.label}, per execute (N=${w.requests})` : `${w.label}, per second`,
       per(w.statements),
+      per(w.roundTrips),
       per(w.pg.xacts),
       per(w.pg.inserted),
       per(w.pg.updated),
@@ -305,6 +329,7 @@ function report(windows: Window[], scrapeCost: number, withRedis: boolean): void
       [
         "window",
         "pg statements",
+        "pg round trips",
         "pg transactions",
         "rows inserted",
         "rows updated",
@@ -328,8 +353,8 @@ function report(windows: Window[], scrapeCost: number, withRedis: boolean): void
     const redisSeconds = (w.endedAt - w.startedAt) / 1000;
     const background = (perSecond: number, seconds: number) => fixed((rate(perSecond) * seconds) / n, 1);
     log(
-      `  ${w.label}: round trips per execute: PostgreSQL ${fixed(w.statements / n, 1)} statements ` +
-        `(${fixed(w.pg.xacts / n, 1)} transactions), Redis ` +
+      `  ${w.label}: round trips per execute: PostgreSQL ${fixed(w.roundTrips / n, 1)} ` +
+        `(${fixed(w.statements / n, 1)} statements, ${fixed(w.pg.xacts / n, 1)} transactions), Redis ` +
         (w.redis
           ? `${fixed(w.redis.roundTrips / n, 1)} round trips (${fixed(w.redis.commands / n, 1)} commands incl. inside scripts)`
           : "not counted"),

@@ -1,6 +1,7 @@
 import knexFactory, { type Knex } from "knex";
 import { getConfig } from "../config.js";
 import { dbStatements } from "../observability/metrics.js";
+import { PIPELINE_CONNECTION, pipelineTransactions } from "./pipeline.js";
 
 let instance: Knex | undefined;
 
@@ -12,11 +13,13 @@ export function db(): Knex {
       throw new Error("DATABASE_URL is not set (npm start embeds PostgreSQL; processes need it)");
     instance = knexFactory({
       client: "pg",
-      connection: databaseUrl,
+      // Pipeline mode: statements asked for together go out together (pipeline.ts).
+      connection: { connectionString: databaseUrl, ...PIPELINE_CONNECTION },
       pool: { min: 0, max: databasePoolMax },
       acquireConnectionTimeout: 10000,
     });
     instance.on("query", () => dbStatements.inc());
+    pipelineTransactions(instance);
   }
   return instance;
 }

@@ -41,9 +41,10 @@ export {
   readGate,
 } from "./gate/availability.js";
 export { custodyStatus, setCustody } from "./gate/custody.js";
-export type { CaptureResult, CaptureSplit } from "./ledger/flows.js";
+export type { CaptureResult, CaptureSplit, HoldView } from "./ledger/flows.js";
 export {
   captureHold,
+  findHold,
   holdFunds,
   postBond,
   recordX402Settlement,

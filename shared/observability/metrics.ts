@@ -61,6 +61,17 @@ export const dbStatements = new Counter({
 });
 
 /**
+ * Statements sent without waiting for the answer of the one before them on their connection
+ * (shared/db/pipeline.ts): a transaction's BEGIN, and all but the first of a flight. Statements minus
+ * these are the round trips the process waited for; `bench:execute` prints both per execute.
+ */
+export const dbStatementsPipelined = new Counter({
+  name: "agentmarket_db_statements_pipelined_total",
+  help: "PostgreSQL statements sent in the flight of another, without waiting for its answer",
+  registers: [registry],
+});
+
+/**
  * Group commits (shared/db/group-commit.ts): statements sent by each and the rows they carried, so that
  * rows / statements is the mean group size under the load of the moment.
  */

@@ -5,6 +5,8 @@ import {
   type Currency,
   captureHold,
   type EvidenceRow,
+  findHold,
+  type HoldView,
   holdFunds,
   type PostEvidence,
   releaseHold,
@@ -69,13 +71,16 @@ function evidence(
 /**
  * Holds the price for a paid invocation inside the caller's transaction (the one that inserts the
  * invocation), with its authorization evidence: the key that asked and the limit it gave. Short funds
- * → 402 PAYMENT_REQUIRED saying how to fund, and the caller's transaction writes nothing.
+ * → 402 PAYMENT_REQUIRED saying how to fund, and the caller's transaction writes nothing. withWrite:
+ * the caller's statements sent with the hold's write, after its accounts are locked and never after a
+ * refusal (PostTransactionInput.withWrite).
  */
 export async function holdForInvocation(
   trx: Knex.Transaction,
   invocation: PaidInvocation & { api_key_id: string | null },
   holdMicros: bigint,
   terms: { listedPriceMicros: bigint; maxCostMicros: bigint | null; route: string; quoteId?: string },
+  withWrite?: () => Promise<unknown>,
 ): Promise<void> {
   const agentId = invocation.agent_id;
   if (!agentId) throw new Error(`invocation ${invocation.id} has no agent to hold funds from`);
@@ -103,6 +108,7 @@ export async function holdForInvocation(
         idempotencyKey: holdKey(invocation.id),
         metadata: { route: terms.route },
         evidence: [authorization],
+        withWrite,
       },
       trx,
     );
@@ -160,8 +166,21 @@ export function chargeMicros(
     : servingPriceMicros;
 }
 
+/**
+ * The invocation's hold, read in the caller's transaction: a statement with no lock and no dependence on
+ * the invocation's own row, so a caller may send it in one flight with its record (settleSuccess then
+ * reads it no more).
+ */
+export function readHold(trx: Knex.Transaction, invocation: PaidInvocation): Promise<HoldView | undefined> {
+  return findHold(holdKey(invocation.id), trx);
+}
+
 export interface PaidSuccess {
   invocation: PaidInvocation;
+  /** The hold, when the caller read it already (readHold). */
+  hold?: HoldView;
+  /** The caller's statements sent with the capture's or release's write (PostTransactionInput.withWrite). */
+  withWrite?: () => Promise<unknown>;
   attemptId: string;
   receiptId: string;
   /** The listing that served, its seller (null = first party) and its price: what is charged. */
@@ -197,6 +216,8 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
     await captureHold(
       {
         holdKey: holdKey(s.invocation.id),
+        hold: s.hold,
+        withWrite: s.withWrite,
         idempotencyKey: captureKey(s.invocation.id),
         sellerAgentId: s.sellerAgentId,
         captureMicros: s.priceMicros,
@@ -233,6 +254,8 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
     await releaseHold(
       {
         holdKey: holdKey(s.invocation.id),
+        hold: s.hold,
+        withWrite: s.withWrite,
         idempotencyKey: releaseKey(s.invocation.id),
         metadata: { reason: "served_by_free_listing" },
         evidence: [execution, refund, outcome],
@@ -242,16 +265,21 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
   }
 }
 
-/** On failure, in the transaction that records it: the whole hold goes back, with refund evidence. */
+/**
+ * On failure, in the transaction that records it: the whole hold goes back, with refund evidence;
+ * withWrite as for holdForInvocation.
+ */
 export async function releaseForFailure(
   trx: Knex.Transaction,
   invocation: PaidInvocation,
   holdMicros: bigint,
   error: InvocationError,
+  withWrite?: () => Promise<unknown>,
 ): Promise<void> {
   await releaseHold(
     {
       holdKey: holdKey(invocation.id),
+      withWrite,
       idempotencyKey: releaseKey(invocation.id),
       metadata: { reason: error.code },
       evidence: [

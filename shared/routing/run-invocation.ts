@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { db } from "../db/knex.js";
+import { inOneFlight } from "../db/pipeline.js";
 import { returnDailySpend, settleDailySpend } from "../identity/index.js";
 import { micros } from "../kernel/money.js";
 import { retryTransient } from "../money/index.js";
@@ -10,7 +11,7 @@ import type { QueuePayload } from "../queues.js";
 import { type CallGate, openCall, releaseEarlyGate } from "./call-gate.js";
 import { offerCompletion } from "./completions.js";
 import type { LimitedListing } from "./listing-limits.js";
-import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
+import { chargeMicros, readHold, releaseForFailure, settleSuccess } from "./paid-invocations.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -106,8 +107,7 @@ export async function failInvocation(
       const row = await finishInvocation(trx, invocationId, { status: "failed", error: recorded });
       const held = row ? micros(row.hold_micros) : 0n;
       if (row && held > 0n) {
-        await releaseForFailure(trx, row, held, recorded);
-        await returnDailySpend(trx, row.id);
+        await releaseForFailure(trx, row, held, recorded, () => returnDailySpend(trx, row.id));
       }
       // An x402 call that failed is never settled: its payment is voided with that evidence.
       if (row && row.agent_id === null) await edge.recordFailed(trx, row.id, recorded);
@@ -181,11 +181,15 @@ async function succeed(
       : await retryTransient(() =>
           db().transaction(async (trx) => {
             paidSummary = undefined;
-            const summary = await recordSuccess(trx, record);
+            // The hold is read in one flight with the record (and the transaction's BEGIN), and the key's
+            // day of spend settled with the capture's write (shared/db/pipeline.ts).
+            const [summary, hold] = await inOneFlight(recordSuccess(trx, record), readHold(trx, invocation));
             const id = summary?.receipt_id;
             if (id) {
               await settleSuccess(trx, {
                 invocation,
+                hold,
+                withWrite: () => settleDailySpend(trx, invocation.id, price),
                 attemptId,
                 receiptId: id,
                 listingId: target.id,
@@ -194,7 +198,6 @@ async function succeed(
                 holdMicros: held,
                 providerEvidence: { ...result.evidence },
               });
-              await settleDailySpend(trx, invocation.id, price);
             }
             paidSummary = summary;
             return id;

@@ -2,6 +2,7 @@ import { catalogUnmoved, checkListingInput, type ListingRow, requireListing } fr
 import { getConfig } from "../config.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { type Db, db } from "../db/knex.js";
+import { inOneFlight } from "../db/pipeline.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import {
   assertWithinSpendLimits,
@@ -434,8 +435,12 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     invocation = transaction
       ? await retryTransient(() =>
           db().transaction(async (trx) => {
-            if (paid) await assertCustodyOpen(trx);
-            const inserted = awaiting ? await insertAwaitingInvocation(trx, row) : await insert(trx, true);
+            // The custody check (a share lock on its row) and the insert lock nothing the other needs: one
+            // flight, with the transaction's BEGIN (shared/db/pipeline.ts).
+            const insertIt = () => (awaiting ? insertAwaitingInvocation(trx, row) : insert(trx, true));
+            const inserted = paid
+              ? (await inOneFlight(assertCustodyOpen(trx), insertIt()))[1]
+              : await insertIt();
             if (key) {
               // After the invocation row (the key references it); an already-claimed key rolls it back.
               const claim = await claimIdempotencyKey(
@@ -449,15 +454,22 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
             if (work.quote && !(await useQuote(trx, work.quote.id, invocationId))) {
               throw quoteNotUsable((await findQuote(trx, work.quote.id))!);
             }
+            // The key's day of spend is reserved with the hold's write: after the ledger's locks, as in
+            // every paid transaction, and never when the hold is refused (limited implies paid).
             if (paid) {
-              await holdForInvocation(trx, inserted, work.holdMicros, {
-                listedPriceMicros: micros(work.listing.price_micros),
-                maxCostMicros: work.maxCostMicros,
-                route: work.operation,
-                ...(work.quote ? { quoteId: work.quote.id } : {}),
-              });
+              await holdForInvocation(
+                trx,
+                inserted,
+                work.holdMicros,
+                {
+                  listedPriceMicros: micros(work.listing.price_micros),
+                  maxCostMicros: work.maxCostMicros,
+                  route: work.operation,
+                  ...(work.quote ? { quoteId: work.quote.id } : {}),
+                },
+                limited ? () => reserveDailySpend(trx, principal, invocationId, work.holdMicros) : undefined,
+              );
             }
-            if (limited) await reserveDailySpend(trx, principal, invocationId, work.holdMicros);
             if (awaiting) await requestApproval(trx, principal, invocationId, work.holdMicros, requestId);
             return inserted;
           }),

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
+import type { Knex } from "knex";
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "../../shared/db/knex.js";
 import { AppError } from "../../shared/errors.js";
@@ -521,6 +522,54 @@ describe("ledger inside a caller's transaction", () => {
       expect(await balances(buyer, "USDC", trx)).toMatchObject({ available: 40n, held: 60n });
     });
     expect(await balancesOf(buyer)).toEqual([40n, 60n, 0n, 0n]);
+  });
+
+  it("sends the caller's withWrite statements once, in its transaction, with a post or a replay; never after a refusal", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+    await creditDeposit(mv(buyer, 100n, "deposit"));
+    // Each call records what its own statement saw: the transaction it ran in.
+    const runs: string[] = [];
+    const withWriteIn = (trx: Knex.Transaction) => async () => {
+      runs.push(String((await trx.raw("select txid_current() as id")).rows[0].id));
+    };
+    const txid = async (trx: Knex.Transaction) =>
+      String((await trx.raw("select txid_current() as id")).rows[0].id);
+
+    const hold = mv(buyer, 60n, "hold");
+    const posted = await db().transaction(async (trx) => {
+      await holdFunds({ ...hold, withWrite: withWriteIn(trx) }, trx);
+      return txid(trx);
+    });
+    expect(runs).toEqual([posted]);
+
+    const replayed = await db().transaction(async (trx) => {
+      await holdFunds({ ...hold, withWrite: withWriteIn(trx) }, trx);
+      return txid(trx);
+    });
+    expect(runs).toEqual([posted, replayed]);
+
+    await db().transaction(async (trx) => {
+      await expectPaymentRequired(holdFunds({ ...mv(buyer, 41n, "hold"), withWrite: withWriteIn(trx) }, trx));
+    });
+    expect(runs).toHaveLength(2);
+    expect(await balancesOf(buyer)).toEqual([40n, 60n, 0n, 0n]);
+
+    // Its failure fails the post's transaction, after the write went out: nothing of the post stays.
+    const failing = mv(buyer, 10n, "hold");
+    await expect(
+      db().transaction(async (trx) => {
+        await holdFunds(
+          { ...failing, withWrite: () => Promise.reject(new Error("the caller's statement failed")) },
+          trx,
+        );
+      }),
+    ).rejects.toThrow(/caller's statement failed/);
+    expect(await findTransactionByKey(db(), failing.idempotencyKey)).toBeUndefined();
+    expect(await balancesOf(buyer)).toEqual([40n, 60n, 0n, 0n]);
+
+    await expect(holdFunds({ ...mv(buyer, 1n, "hold"), withWrite: async () => {} })).rejects.toThrow(
+      /withWrite needs the caller's transaction/,
+    );
   });
 
   it("does not retry a caller's transaction: a deadlock reaches the caller, who decides", async () => {

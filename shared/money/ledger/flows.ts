@@ -30,6 +30,8 @@ export interface AgentMovement {
   metadata?: Record<string, unknown>;
   /** Evidence written with the movement (PostTransactionInput.evidence). */
   evidence?: PostEvidence[];
+  /** The caller's statements sent with the movement's write (PostTransactionInput.withWrite). */
+  withWrite?: () => Promise<unknown>;
 }
 
 /** Names a hold by its idempotency key; the hold fixes who pays, how much and in which currency. */
@@ -39,6 +41,13 @@ export interface HoldResolution {
   metadata?: Record<string, unknown>;
   /** Evidence written with the release (PostTransactionInput.evidence). */
   evidence?: PostEvidence[];
+  /** The caller's statements sent with the resolution's write (PostTransactionInput.withWrite). */
+  withWrite?: () => Promise<unknown>;
+  /**
+   * The hold, when the caller read it already in its transaction (findHold of the same holdKey), e.g.
+   * in one flight with a statement of its own; else it is read first. A hold's row never changes.
+   */
+  hold?: HoldView;
 }
 
 /** How a capture splits: the platform's fee and the seller's part of what it captured, and what went back. */
@@ -92,6 +101,7 @@ function move(
       ],
       metadata: m.metadata ?? {},
       evidence: m.evidence,
+      withWrite: m.withWrite,
     },
     trx,
   );
@@ -121,9 +131,12 @@ export async function findHold(holdKey: string, trx?: Knex.Transaction): Promise
   };
 }
 
-async function requireHold(holdKey: string, trx: Knex.Transaction | undefined): Promise<HoldView> {
-  const hold = await findHold(holdKey, trx);
-  if (!hold) throw new Error(`no ledger hold with key ${holdKey}`);
+async function requireHold(
+  r: Pick<HoldResolution, "holdKey" | "hold">,
+  trx: Knex.Transaction | undefined,
+): Promise<HoldView> {
+  const hold = r.hold ?? (await findHold(r.holdKey, trx));
+  if (!hold) throw new Error(`no ledger hold with key ${r.holdKey}`);
   return hold;
 }
 
@@ -144,7 +157,7 @@ export async function captureHold(
   },
   trx?: Knex.Transaction,
 ): Promise<CaptureResult & CaptureSplit> {
-  const hold = await requireHold(r.holdKey, trx);
+  const hold = await requireHold(r, trx);
   const captured = r.captureMicros ?? hold.amountMicros;
   requirePositive(captured);
   if (captured > hold.amountMicros) {
@@ -179,6 +192,7 @@ export async function captureHold(
         returned_micros: returned.toString(),
       },
       evidence: r.evidence?.(split),
+      withWrite: r.withWrite,
     },
     trx,
   );
@@ -187,7 +201,7 @@ export async function captureHold(
 
 /** Voids a whole hold on failure (held → available). Throws HoldAlreadyResolvedError like a capture. */
 export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Promise<PostResult> {
-  const hold = await requireHold(r.holdKey, trx);
+  const hold = await requireHold(r, trx);
   const held = named(hold.agentId, "agent_held", hold.currency);
   const available = named(hold.agentId, "agent_available", hold.currency);
   return postTransaction(
@@ -202,6 +216,7 @@ export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Pr
       ],
       metadata: { ...r.metadata, hold_key: r.holdKey },
       evidence: r.evidence,
+      withWrite: r.withWrite,
     },
     trx,
   );

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import { db } from "../../db/knex.js";
+import { inOneFlight } from "../../db/pipeline.js";
 import { AppError } from "../../errors.js";
 import { formatUsdc } from "../../kernel/money.js";
 import { appendEvidence, namingTransaction, type PostEvidence } from "../evidence/store.js";
@@ -80,6 +81,14 @@ export interface PostTransactionInput {
    * when it is already there), so the evidence is there either way; a refused post writes none.
    */
   evidence?: PostEvidence[];
+  /**
+   * The caller's own statements for its transaction (a caller's post only), sent in one flight with the
+   * post's write, once the accounts are locked and the legs accepted: they wait for no extra round trip.
+   * They run once in every post that returns, a replay included, and never after a refusal. They must
+   * not touch the ledger's rows: a paid transaction locks its ledger accounts before any other row it
+   * locks (docs/payments.md "Ledger", locking).
+   */
+  withWrite?: () => Promise<unknown>;
 }
 
 export interface PostResult {
@@ -188,12 +197,22 @@ export async function postTransaction(
 ): Promise<PostResult> {
   checkLegs(input);
   if (trx) return post(trx, input);
+  if (input.withWrite) throw new Error("withWrite needs the caller's transaction");
   return retryTransient(() => db().transaction((own) => post(own, input)));
 }
 
-/** A post, and its evidence: written with it, or appended after a replay (the first post may have had none). */
+/**
+ * A post, and its evidence: written with it, or appended after a replay (the first post may have had
+ * none); and the caller's withWrite statements, sent with the write or, when there was none, after.
+ */
 async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
-  const result = await postOnce(q, input);
+  let sent: Promise<unknown> | undefined;
+  const withWrite = () => {
+    sent ??= input.withWrite ? input.withWrite() : Promise.resolve();
+    return sent;
+  };
+  const result = await postOnce(q, input, withWrite);
+  await withWrite();
   if (result.replayed && input.evidence?.length)
     await appendEvidence(q, namingTransaction(input.evidence, result.transactionId));
   return result;
@@ -205,7 +224,11 @@ async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<P
  * What the lock's snapshot cannot show (a post that committed while this one waited for a lock) is read
  * again, afresh, before a refusal and when the write finds its key or its hold taken.
  */
-async function postOnce(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
+async function postOnce(
+  q: Knex.Transaction,
+  input: PostTransactionInput,
+  withWrite: () => Promise<unknown>,
+): Promise<PostResult> {
   const locked = await lockLegAccounts(q, input);
   if (locked.keyTakenBy) return replay(q, input);
   if (locked.holdResolvedBy && input.resolves) throw new HoldAlreadyResolvedError(input.resolves);
@@ -222,18 +245,21 @@ async function postOnce(q: Knex.Transaction, input: PostTransactionInput): Promi
     if (first) return first;
     throw refusal;
   }
-  const id = await writeTransaction(
-    q,
-    {
-      kind: input.kind,
-      idempotency_key: input.idempotencyKey,
-      reference_type: input.reference?.type ?? null,
-      reference_id: input.reference?.id ?? null,
-      resolves_transaction_id: input.resolves ?? null,
-      metadata: input.metadata ?? {},
-    },
-    entries,
-    input.evidence,
+  const [id] = await inOneFlight(
+    writeTransaction(
+      q,
+      {
+        kind: input.kind,
+        idempotency_key: input.idempotencyKey,
+        reference_type: input.reference?.type ?? null,
+        reference_id: input.reference?.id ?? null,
+        resolves_transaction_id: input.resolves ?? null,
+        metadata: input.metadata ?? {},
+      },
+      entries,
+      input.evidence,
+    ),
+    withWrite(),
   );
   if (id) return { transactionId: id, replayed: false };
   const first = await answerOfFirstPost(q, input);

@@ -1,0 +1,96 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, describe, expect, it } from "vitest";
+import { closeDb, db } from "../../shared/db/knex.js";
+import { inOneFlight } from "../../shared/db/pipeline.js";
+
+// Pooled connections run in pg's pipeline mode, and a transaction's BEGIN does not wait for its answer
+// (shared/db/pipeline.ts): statements asked for together go out before the first answer comes back.
+// These tests watch one pooled connection's socket: what it writes, and when PostgreSQL's answers
+// (ReadyForQuery, one per statement) arrive.
+
+afterAll(async () => {
+  await closeDb();
+});
+
+interface PgConnection {
+  connection: {
+    stream: { write: (...args: unknown[]) => boolean };
+    on(event: "readyForQuery", listener: () => void): void;
+    off(event: "readyForQuery", listener: () => void): void;
+  };
+}
+
+/**
+ * The pool's one connection, watched: "write" for each message written, "answer" for each statement's
+ * end. The pool then holds just this connection, so the next transaction takes it.
+ */
+async function watchThePoolsConnection(): Promise<{ log: string[]; stop(): void }> {
+  const client = db().client as {
+    acquireConnection(): Promise<PgConnection>;
+    releaseConnection(c: PgConnection): Promise<unknown>;
+  };
+  const pg = await client.acquireConnection();
+  const log: string[] = [];
+  const stream = pg.connection.stream;
+  const write = stream.write;
+  stream.write = (...args: unknown[]) => {
+    log.push("write");
+    return write.apply(stream, args);
+  };
+  const answered = () => log.push("answer");
+  pg.connection.on("readyForQuery", answered);
+  await client.releaseConnection(pg);
+  return {
+    log,
+    stop() {
+      stream.write = write;
+      pg.connection.off("readyForQuery", answered);
+    },
+  };
+}
+
+describe("pipelined statements", () => {
+  it("send a transaction's BEGIN and its first statements before PostgreSQL answers BEGIN", async () => {
+    await db().raw("select 1"); // the pool's first connection, made and idle
+    const watch = await watchThePoolsConnection();
+    try {
+      const ids = await db().transaction(async (trx) => {
+        const [a, b] = await inOneFlight(
+          trx.raw("select txid_current() as id"),
+          trx.raw("select txid_current() as id, now() as started"),
+        );
+        return [a.rows[0].id, b.rows[0].id];
+      });
+      expect(ids[0]).toBe(ids[1]); // both ran inside the one transaction
+      const firstAnswer = watch.log.indexOf("answer");
+      // BEGIN, both statements, then the answers; COMMIT after them.
+      expect(watch.log.slice(0, firstAnswer)).toEqual(["write", "write", "write"]);
+      expect(watch.log.slice(firstAnswer)).toEqual(["answer", "answer", "answer", "write", "answer"]);
+    } finally {
+      watch.stop();
+    }
+  });
+
+  it("answer in order, fail with the first statement's error once every one has settled, and roll back whole", async () => {
+    const key = `test:pipeline:${randomUUID()}`;
+    let secondSettled = false;
+    const failed = await db()
+      .transaction(async (trx) => {
+        await trx("platform_settings").insert({ key, value: JSON.stringify({ probe: true }) });
+        await inOneFlight(
+          trx.raw("select 1 / 0"),
+          trx.raw("select 1").finally(() => {
+            secondSettled = true;
+          }),
+        );
+      })
+      .catch((error: unknown) => error as Error);
+    expect(failed).toBeInstanceOf(Error);
+    expect((failed as Error).message).toMatch(/division by zero/);
+    expect(secondSettled).toBe(true); // refused as the aborted transaction's, and observed
+    expect(await db()("platform_settings").where({ key }).first()).toBeUndefined();
+    // The connection is whole afterwards: the next statements get their own answers.
+    const [x, y] = await inOneFlight(db().raw("select 7 as v"), db().raw("select 8 as v"));
+    expect([x.rows[0].v, y.rows[0].v]).toEqual([7, 8]);
+  });
+});
