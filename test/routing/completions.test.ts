@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { db } from "../../shared/db/knex.js";
+import { dbStatementsPipelined } from "../../shared/observability/metrics.js";
 import { executeResult } from "../../shared/routing/index.js";
 import { findInvocationSummary } from "../../shared/routing/store/invocations.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
@@ -69,6 +70,7 @@ describe("in-process completions", () => {
     });
     const payer = await fundedAgent(1);
     const before = taken.hits;
+    const pipelinedBefore = (await dbStatementsPipelined.get()).values[0]?.value ?? 0;
     for (let i = 0; i < 3; i++) {
       const res = await api("POST", `/api/invoke/${listing.id}`, {
         key: payer.apiKey,
@@ -80,5 +82,10 @@ describe("in-process completions", () => {
       expect(res.body).toEqual(JSON.parse(JSON.stringify(fromRow)));
     }
     expect(taken.hits - before).toBe(3);
+    // Each sent six statements in another's flight (shared/db/pipeline.ts): both transactions' BEGIN,
+    // the custody check with the claim, the hold's read with the success record, and the key's daily
+    // spend with the hold's and the capture's writes. Other work in the process can only add to it.
+    const pipelined = ((await dbStatementsPipelined.get()).values[0]?.value ?? 0) - pipelinedBefore;
+    expect(pipelined).toBeGreaterThanOrEqual(3 * 6);
   });
 });

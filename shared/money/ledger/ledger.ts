@@ -245,22 +245,20 @@ async function postOnce(
     if (first) return first;
     throw refusal;
   }
-  const [id] = await inOneFlight(
-    writeTransaction(
-      q,
-      {
-        kind: input.kind,
-        idempotency_key: input.idempotencyKey,
-        reference_type: input.reference?.type ?? null,
-        reference_id: input.reference?.id ?? null,
-        resolves_transaction_id: input.resolves ?? null,
-        metadata: input.metadata ?? {},
-      },
-      entries,
-      input.evidence,
-    ),
-    withWrite(),
+  const write = writeTransaction(
+    q,
+    {
+      kind: input.kind,
+      idempotency_key: input.idempotencyKey,
+      reference_type: input.reference?.type ?? null,
+      reference_id: input.reference?.id ?? null,
+      resolves_transaction_id: input.resolves ?? null,
+      metadata: input.metadata ?? {},
+    },
+    entries,
+    input.evidence,
   );
+  const id = input.withWrite ? (await inOneFlight(write, withWrite()))[0] : await write;
   if (id) return { transactionId: id, replayed: false };
   const first = await answerOfFirstPost(q, input);
   if (first) return first;
