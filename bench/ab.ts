@@ -2,8 +2,11 @@ import { isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../shared/infra/free-port.js";
 import { SERVICE_NODE_FLAGS } from "../shared/infra/node-flags.js";
+import { setUpPaid } from "./execute/paid.js";
+import { startUpstream } from "./execute/peer.js";
 import { readPg, STATS_SETTLE_MS } from "./execute/round-trips.js";
 import {
+  type EchoSpec,
   echoScenarios,
   fixed,
   log,
@@ -38,6 +41,10 @@ import {
  * PostgreSQL's) each c=32 execute took, and each copy's share of HOT updates of `invocations`. Never
  * fails on the figures.
  *
+ * BENCH_AB_PAID=1 (since the twentieth round) measures the paid execute instead, as bench:execute's
+ * paid rows do: both services on their dev chain (DEV_CHAIN=1), a funded buyer and a paid listing each,
+ * on one loopback seller (bench/execute/upstream.ts), its direct call the c=1 baseline.
+ *
  * BENCH_SECONDS (default 8) per run, BENCH_AB_ROUNDS (default 6). The template must not be migrated past
  * what the baseline knows (its service refuses a database with migrations it lacks): run the baseline's
  * `bench:execute` first, or give it a template of its own. The copies are dropped at the end.
@@ -47,6 +54,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 6);
 const TEMPLATE = process.env.BENCH_AB_TEMPLATE ?? "agentmarket_bench";
 const REDIS = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
+const PAID = process.env.BENCH_AB_PAID === "1";
 const WARM_UP = { echo: 2000, execute: 3000 };
 const HEALTH_TIMEOUT_MS = 90_000;
 
@@ -56,11 +64,16 @@ interface Running {
   service: Service;
   database: string;
   apiKey: string;
+  /** The c=1 pair of each round: the direct call, and the execute that wraps it. */
+  direct: EchoSpec;
+  execute: EchoSpec;
 }
 
 interface Round {
   first: Side;
   overhead: Record<Side, number>;
+  /** The execute's p99 at c=1. */
+  p99: Record<Side, number>;
   rate32: Record<Side, number>;
   /** WAL bytes per execute of the c=32 run (server-wide: the other side's idle background counts too). */
   wal32: Record<Side, number>;
@@ -96,20 +109,35 @@ async function copyTemplate(server: PostgresServer, database: string): Promise<s
   return server.url(database);
 }
 
-async function start(server: PostgresServer, side: Side, root: string): Promise<Running> {
+/** A side's service on its copy of the template; with a seller, on its dev chain with a paid listing. */
+async function start(
+  server: PostgresServer,
+  side: Side,
+  root: string,
+  sellerUrl: string | undefined,
+): Promise<Running> {
   const database = `agentmarket_ab_${side}`;
   const url = await copyTemplate(server, database);
   const port = await freePort();
+  const chain: Record<string, string> = sellerUrl
+    ? { DEV_CHAIN: "1", DEV_CHAIN_PORT: "0", OUTBOUND_ALLOWLIST: "127.0.0.1" }
+    : {};
   const service = startChild({
     script: join(root, "dist/api/all-in-one.js"),
     port,
     nodeArgs: [...SERVICE_NODE_FLAGS],
-    env: { DATABASE_URL: url, REDIS_URL: REDIS, QUEUE_PREFIX: `{amab-${side}}` },
+    env: { DATABASE_URL: url, REDIS_URL: REDIS, QUEUE_PREFIX: `{amab-${side}}`, ...chain },
   });
   children.push(service);
   await waitForHealth(service, HEALTH_TIMEOUT_MS);
   log(`${side}: ${root} (pid ${service.pid}) on ${database}`);
-  return { service, database, apiKey: await register(service.baseUrl) };
+  const apiKey = await register(service.baseUrl);
+  const free = echoScenarios(service.baseUrl, apiKey);
+  if (!sellerUrl) return { service, database, apiKey, ...free };
+  // The service is warmed on the free execute first, as bench:execute's paid service is.
+  await warmUp({ ...free.execute, connections: 4 }, WARM_UP.echo);
+  const paid = await setUpPaid(service.baseUrl, url, sellerUrl);
+  return { service, database, apiKey, direct: paid.direct, execute: paid.execute };
 }
 
 async function run(): Promise<void> {
@@ -124,17 +152,17 @@ async function run(): Promise<void> {
   // The template is never the admin connection: a copy needs the template free of connections.
   const server = await resolvePostgresServer(TEMPLATE);
   if (!server) throw new Error("no PostgreSQL: set BENCH_DATABASE_URL or run one on 127.0.0.1:5432");
+  const sellerUrl = PAID ? (await startUpstream((child) => children.push(child))).sellerUrl : undefined;
   const sides: Record<Side, Running> = {
-    baseline: await start(server, "baseline", roots.baseline),
-    this: await start(server, "this", roots.this),
+    baseline: await start(server, "baseline", roots.baseline, sellerUrl),
+    this: await start(server, "this", roots.this, sellerUrl),
   };
-  const specs = (side: Side) => echoScenarios(sides[side].service.baseUrl, sides[side].apiKey);
   for (const side of ["baseline", "this"] as const) {
-    await warmUp({ ...specs(side).direct, connections: 4 }, WARM_UP.echo);
-    await warmUp({ ...specs(side).execute, connections: 4 }, WARM_UP.execute);
+    await warmUp({ ...sides[side].direct, connections: 4 }, WARM_UP.echo);
+    await warmUp({ ...sides[side].execute, connections: 4 }, WARM_UP.execute);
   }
   const go = async (side: Side, spec: "direct" | "execute", connections: number) => {
-    const m = await measure({ ...specs(side)[spec], connections, seconds: SECONDS }, sides[side].service.pid);
+    const m = await measure({ ...sides[side][spec], connections, seconds: SECONDS }, sides[side].service.pid);
     reportFailures(m, `${side} ${m.scenario} c=${connections}`);
     return m;
   };
@@ -145,9 +173,12 @@ async function run(): Promise<void> {
     const order: Side[] = i % 2 === 0 ? ["baseline", "this"] : ["this", "baseline"];
     log(`round ${i + 1}: ${order[0]} first…`);
     const overhead = {} as Record<Side, number>;
+    const p99 = {} as Record<Side, number>;
     for (const side of order) {
       const direct = await go(side, "direct", 1);
-      overhead[side] = (await go(side, "execute", 1)).p50Ms - direct.p50Ms;
+      const execute = await go(side, "execute", 1);
+      overhead[side] = execute.p50Ms - direct.p50Ms;
+      p99[side] = execute.p99Ms;
     }
     const rate32 = {} as Record<Side, number>;
     const wal32 = {} as Record<Side, number>;
@@ -165,7 +196,7 @@ async function run(): Promise<void> {
         stealPct: m.cpu.machineStealPct,
       };
     }
-    rounds.push({ first: order[0]!, overhead, rate32, wal32, cpu32 });
+    rounds.push({ first: order[0]!, overhead, p99, rate32, wal32, cpu32 });
   }
   report(rounds);
   await sleep(STATS_SETTLE_MS);
@@ -185,7 +216,9 @@ async function run(): Promise<void> {
 function report(rounds: readonly Round[]): void {
   log();
   log(
-    "Free execute, this checkout against the baseline, paired rounds (overhead = p50 execute − p50 direct echo)",
+    PAID
+      ? "Paid execute, this checkout against the baseline, paired rounds (overhead = p50 execute − p50 direct seller call)"
+      : "Free execute, this checkout against the baseline, paired rounds (overhead = p50 execute − p50 direct echo)",
   );
   const diff = (r: Round) => r.overhead.this - r.overhead.baseline;
   const gain = (r: Round) => r.rate32.this / r.rate32.baseline - 1;
@@ -196,6 +229,7 @@ function report(rounds: readonly Round[]): void {
         "first",
         "overhead baseline / this ms",
         "this − baseline ms",
+        "p99 c=1 baseline / this ms",
         "c=32 baseline / this /s",
         "c=32 change",
         "WAL/execute c=32 baseline / this kB",
@@ -209,6 +243,7 @@ function report(rounds: readonly Round[]): void {
           r.first,
           `${fixed(r.overhead.baseline, 3)} / ${fixed(r.overhead.this, 3)}`,
           fixed(diff(r), 3),
+          `${fixed(r.p99.baseline, 2)} / ${fixed(r.p99.this, 2)}`,
           `${fixed(r.rate32.baseline, 0)} / ${fixed(r.rate32.this, 0)}`,
           `${fixed(100 * gain(r), 1)} %`,
           `${fixed(r.wal32.baseline / 1024, 2)} / ${fixed(r.wal32.this / 1024, 2)}`,
@@ -221,6 +256,7 @@ function report(rounds: readonly Round[]): void {
           "",
           `${fixed(median(rounds.map((r) => r.overhead.baseline)), 3)} / ${fixed(median(rounds.map((r) => r.overhead.this)), 3)}`,
           fixed(median(rounds.map(diff)), 3),
+          `${fixed(median(rounds.map((r) => r.p99.baseline)), 2)} / ${fixed(median(rounds.map((r) => r.p99.this)), 2)}`,
           `${fixed(median(rounds.map((r) => r.rate32.baseline)), 0)} / ${fixed(median(rounds.map((r) => r.rate32.this)), 0)}`,
           `${fixed(100 * median(rounds.map(gain)), 1)} %`,
           `${fixed(median(rounds.map((r) => r.wal32.baseline)) / 1024, 2)} / ${fixed(median(rounds.map((r) => r.wal32.this)) / 1024, 2)}`,
@@ -233,6 +269,7 @@ function report(rounds: readonly Round[]): void {
   );
   log(
     `this checkout's overhead was lower in ${rounds.filter((r) => diff(r) < 0).length} of ${rounds.length} rounds, ` +
+      `its p99 at c=1 lower in ${rounds.filter((r) => r.p99.this < r.p99.baseline).length} of ${rounds.length}, ` +
       `its c=32 rate higher in ${rounds.filter((r) => gain(r) > 0).length} of ${rounds.length}, ` +
       `its service's CPU per c=32 execute lower in ${rounds.filter((r) => r.cpu32.this.service < r.cpu32.baseline.service).length} of ${rounds.length}`,
   );

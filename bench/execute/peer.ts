@@ -46,9 +46,7 @@ async function waitForLine(child: Service, ready: RegExp, who: string): Promise<
  * caller's exit guard kills it even if the other one fails to start.
  */
 export async function startPeer(onStart: (child: Service) => void): Promise<Peer> {
-  const upstreamPort = await freePort();
-  const upstream = startChild({ script: UPSTREAM_SCRIPT, args: [String(upstreamPort)], env: {} });
-  onStart(upstream);
+  const { upstream, upstreamUrl, ready } = await launchUpstream(onStart);
   const portkeyPort = await freePort();
   const portkey = startChild({
     script: PORTKEY_SCRIPT,
@@ -56,9 +54,8 @@ export async function startPeer(onStart: (child: Service) => void): Promise<Peer
     env: { NODE_ENV: "production" },
   });
   onStart(portkey);
-  await waitForLine(upstream, /upstream ready/, "the fake provider");
+  await ready();
   await waitForLine(portkey, /Ready for connections/, "Portkey");
-  const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
   const direct: EchoSpec = {
     scenario: "direct POST fake provider /v1/chat/completions",
     url: `${upstreamUrl}/v1/chat/completions`,
@@ -79,6 +76,27 @@ export async function startPeer(onStart: (child: Service) => void): Promise<Peer
     connections: 1,
   };
   return { upstream, portkey, sellerUrl: `${upstreamUrl}/seller`, direct, routed };
+}
+
+/** The upstream process alone: the paid listing's loopback seller for a bench that needs no peer. */
+export async function startUpstream(
+  onStart: (child: Service) => void,
+): Promise<{ upstream: Service; sellerUrl: string }> {
+  const { upstream, upstreamUrl, ready } = await launchUpstream(onStart);
+  await ready();
+  return { upstream, sellerUrl: `${upstreamUrl}/seller` };
+}
+
+/** Spawns the upstream on a free port; `ready` waits for its ready line (called once the caller waits). */
+async function launchUpstream(onStart: (child: Service) => void) {
+  const upstreamPort = await freePort();
+  const upstream = startChild({ script: UPSTREAM_SCRIPT, args: [String(upstreamPort)], env: {} });
+  onStart(upstream);
+  return {
+    upstream,
+    upstreamUrl: `http://127.0.0.1:${upstreamPort}`,
+    ready: () => waitForLine(upstream, /upstream ready/, "the fake provider"),
+  };
 }
 
 /**
