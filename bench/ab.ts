@@ -63,7 +63,6 @@ type Side = "baseline" | "this";
 interface Running {
   service: Service;
   database: string;
-  apiKey: string;
   /** The c=1 pair of each round: the direct call, and the execute that wraps it. */
   direct: EchoSpec;
   execute: EchoSpec;
@@ -131,13 +130,12 @@ async function start(
   children.push(service);
   await waitForHealth(service, HEALTH_TIMEOUT_MS);
   log(`${side}: ${root} (pid ${service.pid}) on ${database}`);
-  const apiKey = await register(service.baseUrl);
-  const free = echoScenarios(service.baseUrl, apiKey);
-  if (!sellerUrl) return { service, database, apiKey, ...free };
+  const free = echoScenarios(service.baseUrl, await register(service.baseUrl));
+  if (!sellerUrl) return { service, database, ...free };
   // The service is warmed on the free execute first, as bench:execute's paid service is.
   await warmUp({ ...free.execute, connections: 4 }, WARM_UP.echo);
   const paid = await setUpPaid(service.baseUrl, url, sellerUrl);
-  return { service, database, apiKey, direct: paid.direct, execute: paid.execute };
+  return { service, database, direct: paid.direct, execute: paid.execute };
 }
 
 async function run(): Promise<void> {

@@ -1,7 +1,7 @@
-import knexFactory, { type Knex } from "knex";
+import type { Knex } from "knex";
 import { getConfig } from "../config.js";
 import { dbStatements } from "../observability/metrics.js";
-import { PIPELINE_CONNECTION, pipelineTransactions } from "./pipeline.js";
+import { pipelinedKnex } from "./pipeline.js";
 
 let instance: Knex | undefined;
 
@@ -11,15 +11,12 @@ export function db(): Knex {
     const { databaseUrl, databasePoolMax } = getConfig();
     if (!databaseUrl)
       throw new Error("DATABASE_URL is not set (npm start embeds PostgreSQL; processes need it)");
-    instance = knexFactory({
-      client: "pg",
-      // Pipeline mode: statements asked for together go out together (pipeline.ts).
-      connection: { connectionString: databaseUrl, ...PIPELINE_CONNECTION },
+    // Pipeline mode: statements asked for together go out together (pipeline.ts).
+    instance = pipelinedKnex(databaseUrl, {
       pool: { min: 0, max: databasePoolMax },
       acquireConnectionTimeout: 10000,
     });
     instance.on("query", () => dbStatements.inc());
-    pipelineTransactions(instance);
   }
   return instance;
 }

@@ -1,5 +1,5 @@
 import { createRequire } from "node:module";
-import type { Knex } from "knex";
+import knexFactory, { type Knex } from "knex";
 import { dbStatementsPipelined } from "../observability/metrics.js";
 
 // Statements sent without waiting for the answer of the one before (docs/benchmarks.md "The twentieth
@@ -38,15 +38,23 @@ class PipelinedBegin extends PgTransaction {
   }
 }
 
-/** pg's client options for pooled connections: pipeline mode on. */
-export const PIPELINE_CONNECTION = { pipeline: true } as const;
-
-/** Makes every top-level transaction of the knex instance a PipelinedBegin (its connections pipeline). */
-export function pipelineTransactions(instance: Knex): void {
+/**
+ * A knex instance for PostgreSQL at `connectionString` whose connections run in pipeline mode and whose
+ * top-level transactions are PipelinedBegin. The two go together: without pipeline mode, the statements
+ * behind an unanswered BEGIN would only queue in the driver.
+ */
+export function pipelinedKnex(
+  connectionString: string,
+  config: Omit<Knex.Config, "client" | "connection">,
+): Knex {
+  // `pipeline` is pg's client option, passed through by knex; knex's connection types do not list it.
+  const connection = { connectionString, pipeline: true };
+  const instance = knexFactory({ ...config, client: "pg", connection });
   const client = instance.client as { transaction: (...args: unknown[]) => unknown };
   client.transaction = function (this: unknown, ...args: unknown[]) {
     return new PipelinedBegin(this, ...args);
   };
+  return instance;
 }
 
 /**

@@ -206,13 +206,11 @@ export async function postTransaction(
  * none); and the caller's withWrite statements, sent with the write or, when there was none, after.
  */
 async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<PostResult> {
+  const caller = input.withWrite;
   let sent: Promise<unknown> | undefined;
-  const withWrite = () => {
-    sent ??= input.withWrite ? input.withWrite() : Promise.resolve();
-    return sent;
-  };
+  const withWrite = caller && (() => (sent ??= caller()));
   const result = await postOnce(q, input, withWrite);
-  await withWrite();
+  if (withWrite) await withWrite();
   if (result.replayed && input.evidence?.length)
     await appendEvidence(q, namingTransaction(input.evidence, result.transactionId));
   return result;
@@ -227,7 +225,7 @@ async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<P
 async function postOnce(
   q: Knex.Transaction,
   input: PostTransactionInput,
-  withWrite: () => Promise<unknown>,
+  withWrite: (() => Promise<unknown>) | undefined,
 ): Promise<PostResult> {
   const locked = await lockLegAccounts(q, input);
   if (locked.keyTakenBy) return replay(q, input);
@@ -258,7 +256,7 @@ async function postOnce(
     entries,
     input.evidence,
   );
-  const id = input.withWrite ? (await inOneFlight(write, withWrite()))[0] : await write;
+  const id = withWrite ? (await inOneFlight(write, withWrite()))[0] : await write;
   if (id) return { transactionId: id, replayed: false };
   const first = await answerOfFirstPost(q, input);
   if (first) return first;
