@@ -14,7 +14,11 @@ afterAll(async () => {
 
 interface PgConnection {
   connection: {
-    stream: { write: (...args: unknown[]) => boolean };
+    stream: {
+      write: (...args: unknown[]) => boolean;
+      _write: (...args: unknown[]) => unknown;
+      _writev: (...args: unknown[]) => unknown;
+    };
     on(event: "readyForQuery", listener: () => void): void;
     off(event: "readyForQuery", listener: () => void): void;
   };
@@ -22,7 +26,8 @@ interface PgConnection {
 
 /**
  * The pool's one connection, watched: "write" for each message written, "answer" for each statement's
- * end. The pool then holds just this connection, so the next transaction takes it.
+ * end, and "socket" for each time the stream hands what it holds to the socket (one system call). The
+ * pool then holds just this connection, so the next transaction takes it.
  */
 async function watchThePoolsConnection(): Promise<{ log: string[]; stop(): void }> {
   const client = db().client as {
@@ -37,6 +42,15 @@ async function watchThePoolsConnection(): Promise<{ log: string[]; stop(): void 
     log.push("write");
     return write.apply(stream, args);
   };
+  const { _write, _writev } = stream;
+  stream._write = (...args: unknown[]) => {
+    log.push("socket");
+    return _write.apply(stream, args);
+  };
+  stream._writev = (...args: unknown[]) => {
+    log.push("socket");
+    return _writev.apply(stream, args);
+  };
   const answered = () => log.push("answer");
   pg.connection.on("readyForQuery", answered);
   await client.releaseConnection(pg);
@@ -44,6 +58,8 @@ async function watchThePoolsConnection(): Promise<{ log: string[]; stop(): void 
     log,
     stop() {
       stream.write = write;
+      stream._write = _write;
+      stream._writev = _writev;
       pg.connection.off("readyForQuery", answered);
     },
   };
@@ -62,10 +78,37 @@ describe("pipelined statements", () => {
         return [a.rows[0].id, b.rows[0].id];
       });
       expect(ids[0]).toBe(ids[1]); // both ran inside the one transaction
-      const firstAnswer = watch.log.indexOf("answer");
+      const log = watch.log.filter((entry) => entry !== "socket");
+      const firstAnswer = log.indexOf("answer");
       // BEGIN, both statements, then the answers; COMMIT after them.
-      expect(watch.log.slice(0, firstAnswer)).toEqual(["write", "write", "write"]);
-      expect(watch.log.slice(firstAnswer)).toEqual(["answer", "answer", "answer", "write", "answer"]);
+      expect(log.slice(0, firstAnswer)).toEqual(["write", "write", "write"]);
+      expect(log.slice(firstAnswer)).toEqual(["answer", "answer", "answer", "write", "answer"]);
+    } finally {
+      watch.stop();
+    }
+  });
+
+  it("hand a flight to the socket in one write, and a statement asked for alone in one of its own", async () => {
+    await db().raw("select 1");
+    const watch = await watchThePoolsConnection();
+    try {
+      await db().transaction(async (trx) => {
+        await inOneFlight(trx.raw("select 1"), trx.raw("select 2"), trx.raw("select 3"));
+        await trx.raw("select 4");
+      });
+      const sent = watch.log.filter((entry) => entry !== "answer");
+      // BEGIN and the flight's three statements, in one socket write; then the lone one; then COMMIT.
+      expect(sent).toEqual([
+        "write",
+        "write",
+        "write",
+        "write",
+        "socket",
+        "write",
+        "socket",
+        "write",
+        "socket",
+      ]);
     } finally {
       watch.stop();
     }
