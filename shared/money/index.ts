@@ -52,7 +52,7 @@ export {
   releaseHold,
   topUpFromFaucet,
 } from "./ledger/flows.js";
-export type { Currency } from "./ledger/ledger.js";
+export type { Currency, HeldFunds } from "./ledger/ledger.js";
 export { balances, PLATFORM_FEE_PERCENT, platformSplit, retryTransient } from "./ledger/ledger.js";
 export type { PayoutConfirmationOutcome } from "./payouts/confirmation.js";
 export { confirmPayout } from "./payouts/confirmation.js";

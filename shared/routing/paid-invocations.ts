@@ -5,8 +5,7 @@ import {
   type Currency,
   captureHold,
   type EvidenceRow,
-  findHold,
-  type HoldView,
+  type HeldFunds,
   holdFunds,
   type PostEvidence,
   releaseHold,
@@ -73,14 +72,15 @@ function evidence(
  * invocation), with its authorization evidence: the key that asked and the limit it gave. Short funds
  * → 402 PAYMENT_REQUIRED saying how to fund, and the caller's transaction writes nothing. withWrite:
  * the caller's statements sent with the hold's write, after its accounts are locked and never after a
- * refusal (PostTransactionInput.withWrite).
+ * refusal (PostTransactionInput.withWrite). before: the caller's statements sent just before (the
+ * invocation's insert among them), whose flight the hold's lock joins (PostTransactionInput.before).
  */
 export async function holdForInvocation(
   trx: Knex.Transaction,
   invocation: PaidInvocation & { api_key_id: string | null },
   holdMicros: bigint,
   terms: { listedPriceMicros: bigint; maxCostMicros: bigint | null; route: string; quoteId?: string },
-  withWrite?: () => Promise<unknown>,
+  sent: { before?: Promise<unknown>; withWrite?: () => Promise<unknown> } = {},
 ): Promise<void> {
   const agentId = invocation.agent_id;
   if (!agentId) throw new Error(`invocation ${invocation.id} has no agent to hold funds from`);
@@ -108,7 +108,8 @@ export async function holdForInvocation(
         idempotencyKey: holdKey(invocation.id),
         metadata: { route: terms.route },
         evidence: [authorization],
-        withWrite,
+        before: sent.before,
+        withWrite: sent.withWrite,
       },
       trx,
     );
@@ -167,18 +168,27 @@ export function chargeMicros(
 }
 
 /**
- * The invocation's hold, read in the caller's transaction: a statement with no lock and no dependence on
- * the invocation's own row, so a caller may send it in one flight with its record (settleSuccess then
- * reads it no more).
+ * What the invocation's hold holds, by the invocation's own row: its buyer's funds, in its unit, its
+ * hold_micros, for it. A capture or release given this does not read the hold first: its lock checks it
+ * (HoldResolution.expected). Undefined for an invocation with no buyer (x402: paid on chain).
  */
-export function readHold(trx: Knex.Transaction, invocation: PaidInvocation): Promise<HoldView | undefined> {
-  return findHold(holdKey(invocation.id), trx);
+function expectedHold(invocation: PaidInvocation, holdMicros: bigint): HeldFunds | undefined {
+  if (!invocation.agent_id) return undefined;
+  return {
+    agentId: invocation.agent_id,
+    currency: invocation.currency ?? "USDC",
+    amountMicros: holdMicros,
+    reference: { type: SUBJECT, id: invocation.id },
+  };
 }
 
 export interface PaidSuccess {
   invocation: PaidInvocation;
-  /** The hold, when the caller read it already (readHold). */
-  hold?: HoldView;
+  /**
+   * The caller's statements sent just before (its success record): the capture's lock goes out in their
+   * flight, and the capture goes on only once they have succeeded (HoldResolution.before).
+   */
+  before?: Promise<unknown>;
   /** The caller's statements sent with the capture's or release's write (PostTransactionInput.withWrite). */
   withWrite?: () => Promise<unknown>;
   attemptId: string;
@@ -216,7 +226,8 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
     await captureHold(
       {
         holdKey: holdKey(s.invocation.id),
-        hold: s.hold,
+        expected: expectedHold(s.invocation, s.holdMicros),
+        before: s.before,
         withWrite: s.withWrite,
         idempotencyKey: captureKey(s.invocation.id),
         sellerAgentId: s.sellerAgentId,
@@ -254,7 +265,8 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
     await releaseHold(
       {
         holdKey: holdKey(s.invocation.id),
-        hold: s.hold,
+        expected: expectedHold(s.invocation, s.holdMicros),
+        before: s.before,
         withWrite: s.withWrite,
         idempotencyKey: releaseKey(s.invocation.id),
         metadata: { reason: "served_by_free_listing" },
@@ -279,6 +291,7 @@ export async function releaseForFailure(
   await releaseHold(
     {
       holdKey: holdKey(invocation.id),
+      expected: expectedHold(invocation, holdMicros),
       withWrite,
       idempotencyKey: releaseKey(invocation.id),
       metadata: { reason: error.code },

@@ -2,8 +2,8 @@ import type { Knex } from "knex";
 import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { db } from "../db/knex.js";
-import { inOneFlight } from "../db/pipeline.js";
 import { returnDailySpend, settleDailySpend } from "../identity/index.js";
+import { newTimeOrderedId } from "../kernel/ids.js";
 import { micros } from "../kernel/money.js";
 import { retryTransient } from "../money/index.js";
 import { providerAttempts } from "../observability/metrics.js";
@@ -11,7 +11,7 @@ import type { QueuePayload } from "../queues.js";
 import { type CallGate, openCall, releaseEarlyGate } from "./call-gate.js";
 import { offerCompletion } from "./completions.js";
 import type { LimitedListing } from "./listing-limits.js";
-import { chargeMicros, readHold, releaseForFailure, settleSuccess } from "./paid-invocations.js";
+import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -84,6 +84,13 @@ export type ExecutionOutcome = "succeeded" | "failed" | "already_finished";
 export class RunInProgress extends Error {
   constructor(readonly retryAt: Date) {
     super("another run of this invocation has a call in flight");
+  }
+}
+
+/** A paid success's record found the invocation already ended by another run: its capture stops. */
+class EndedElsewhere extends Error {
+  constructor() {
+    super("another run already ended this invocation");
   }
 }
 
@@ -181,26 +188,36 @@ async function succeed(
       : await retryTransient(() =>
           db().transaction(async (trx) => {
             paidSummary = undefined;
-            // The hold is read in one flight with the record (and the transaction's BEGIN), and the key's
-            // day of spend settled with the capture's write (shared/db/pipeline.ts).
-            const [summary, hold] = await inOneFlight(recordSuccess(trx, record), readHold(trx, invocation));
-            const id = summary?.receipt_id;
-            if (id) {
+            // The receipt is named here, so that the capture is asked for before the record answers:
+            // its lock goes out in one flight with the record (and the transaction's BEGIN), its write
+            // with the key's day of spend (shared/db/pipeline.ts). It goes on only when the record says
+            // this run ended the invocation; when another run had, nothing is written.
+            const receiptId = newTimeOrderedId();
+            const recording = recordSuccess(trx, { ...record, receiptId });
+            const ended = recording.then((summary) => {
+              if (!summary) throw new EndedElsewhere();
+            });
+            // settleSuccess awaits it; this only keeps a failure from going unobserved if it threw first.
+            ended.catch(() => undefined);
+            try {
               await settleSuccess(trx, {
                 invocation,
-                hold,
+                before: ended,
                 withWrite: () => settleDailySpend(trx, invocation.id, price),
                 attemptId,
-                receiptId: id,
+                receiptId,
                 listingId: target.id,
                 sellerAgentId: target.seller_id,
                 priceMicros: price,
                 holdMicros: held,
                 providerEvidence: { ...result.evidence },
               });
+            } catch (error) {
+              if (error instanceof EndedElsewhere) return undefined;
+              throw error;
             }
-            paidSummary = summary;
-            return id;
+            paidSummary = await recording;
+            return receiptId;
           }),
         );
   recorded(receiptId);

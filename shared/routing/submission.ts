@@ -435,41 +435,63 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     invocation = transaction
       ? await retryTransient(() =>
           db().transaction(async (trx) => {
-            // The custody check (a share lock on its row) and the insert lock nothing the other needs: one
-            // flight, with the transaction's BEGIN (shared/db/pipeline.ts).
-            const insertIt = () => (awaiting ? insertAwaitingInvocation(trx, row) : insert(trx, true));
-            const inserted = paid
-              ? (await inOneFlight(assertCustodyOpen(trx), insertIt()))[1]
-              : await insertIt();
+            // One flight with the transaction's BEGIN (shared/db/pipeline.ts), in the order the statements
+            // would go one by one: the custody check (a share lock on its row), the insert, the key's
+            // claim (it references the row; an already-claimed key rolls it back), the quote's use
+            // (after the claim, so a retried request replays instead of meeting its own used quote), and
+            // behind them the hold's lock (PostTransactionInput.before). Each answer is checked once the
+            // flight is back, in that order: the first that refuses is the error.
+            const inserting = awaiting ? insertAwaitingInvocation(trx, row) : insert(trx, true);
+            const steps: Promise<unknown>[] = paid ? [assertCustodyOpen(trx), inserting] : [inserting];
             if (key) {
-              // After the invocation row (the key references it); an already-claimed key rolls it back.
-              const claim = await claimIdempotencyKey(
-                trx,
-                { agent_id: principal.agentId, key, fingerprint: print, invocation_id: invocationId },
-                getConfig().idempotencyRetentionHours,
+              const claim = {
+                agent_id: principal.agentId,
+                key,
+                fingerprint: print,
+                invocation_id: invocationId,
+              };
+              steps.push(
+                claimIdempotencyKey(trx, claim, getConfig().idempotencyRetentionHours).then((claimed) => {
+                  if (!claimed.claimed) throw new KeyAlreadyClaimed(claimed.existing);
+                }),
               );
-              if (!claim.claimed) throw new KeyAlreadyClaimed(claim.existing);
             }
-            // After the key's claim, so a retried request replays instead of meeting its own used quote.
-            if (work.quote && !(await useQuote(trx, work.quote.id, invocationId))) {
-              throw quoteNotUsable((await findQuote(trx, work.quote.id))!);
+            const { quote } = work;
+            if (quote) {
+              steps.push(
+                useQuote(trx, quote.id, invocationId).then(async (used) => {
+                  if (!used) throw quoteNotUsable((await findQuote(trx, quote.id))!);
+                }),
+              );
             }
+            const before = inOneFlight(...steps);
             // The key's day of spend is reserved with the hold's write: after the ledger's locks, as in
             // every paid transaction, and never when the hold is refused (limited implies paid).
             if (paid) {
               await holdForInvocation(
                 trx,
-                inserted,
+                {
+                  id: invocationId,
+                  agent_id: row.agent_id,
+                  api_key_id: row.api_key_id,
+                  currency: row.currency,
+                },
                 work.holdMicros,
                 {
                   listedPriceMicros: micros(work.listing.price_micros),
                   maxCostMicros: work.maxCostMicros,
                   route: work.operation,
-                  ...(work.quote ? { quoteId: work.quote.id } : {}),
+                  ...(quote ? { quoteId: quote.id } : {}),
                 },
-                limited ? () => reserveDailySpend(trx, principal, invocationId, work.holdMicros) : undefined,
+                {
+                  before,
+                  withWrite: limited
+                    ? () => reserveDailySpend(trx, principal, invocationId, work.holdMicros)
+                    : undefined,
+                },
               );
-            }
+            } else await before;
+            const inserted = await inserting;
             if (awaiting) await requestApproval(trx, principal, invocationId, work.holdMicros, requestId);
             return inserted;
           }),

@@ -568,8 +568,100 @@ describe("ledger inside a caller's transaction", () => {
     expect(await balancesOf(buyer)).toEqual([40n, 60n, 0n, 0n]);
 
     await expect(holdFunds({ ...mv(buyer, 1n, "hold"), withWrite: async () => {} })).rejects.toThrow(
-      /withWrite needs the caller's transaction/,
+      /withWrite and before need the caller's transaction/,
     );
+  });
+
+  it("sends its lock behind the caller's `before` statements, and goes on only once they succeeded", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+    await creditDeposit(mv(buyer, 100n, "deposit"));
+    const txid = async (trx: Knex.Transaction) =>
+      String((await trx.raw("select txid_current() as id")).rows[0].id);
+
+    // Succeeded: the post is written, in the caller's transaction, after the caller's statement.
+    const hold = mv(buyer, 30n, "hold");
+    const [seen, own] = await db().transaction(async (trx) => {
+      const before = txid(trx);
+      await holdFunds({ ...hold, before }, trx);
+      return [await before, await txid(trx)];
+    });
+    expect(seen).toBe(own);
+    expect(await findTransactionByKey(db(), hold.idempotencyKey)).toBeDefined();
+    expect(await balancesOf(buyer)).toEqual([70n, 30n, 0n, 0n]);
+
+    // A statement of the caller's that fails: the post fails with its error (not the refused lock's).
+    const afterFailedStatement = mv(buyer, 10n, "hold");
+    await expect(
+      db().transaction(async (trx) => {
+        await holdFunds({ ...afterFailedStatement, before: trx.raw("select 1 / 0") }, trx);
+      }),
+    ).rejects.toThrow(/division by zero/);
+    // A caller's check that refuses after its statement succeeded: the post writes nothing.
+    const afterRefusal = mv(buyer, 10n, "hold");
+    const refused = await db().transaction(async (trx) => {
+      const before = trx.raw("select 1").then(() => {
+        throw new Error("the caller refused");
+      });
+      return holdFunds({ ...afterRefusal, before }, trx).catch((error: Error) => error.message);
+    });
+    expect(refused).toBe("the caller refused");
+    for (const m of [afterFailedStatement, afterRefusal])
+      expect(await findTransactionByKey(db(), m.idempotencyKey)).toBeUndefined();
+    expect(await balancesOf(buyer)).toEqual([70n, 30n, 0n, 0n]);
+  });
+
+  it("resolves a hold named by key with what the caller expects it holds, and refuses any other", async () => {
+    const [buyer, seller] = (await agentIds(2)) as [string, string];
+    await creditDeposit(mv(buyer, 100n, "deposit"));
+    const hold = mv(buyer, 40n, "hold");
+    const posted = await holdFunds(hold);
+    const expected = {
+      agentId: buyer,
+      currency: "USDC" as const,
+      amountMicros: 40n,
+      reference: hold.reference,
+    };
+    const capture = { holdKey: hold.idempotencyKey, sellerAgentId: seller, captureMicros: 25n };
+
+    // Not what it holds (amount, buyer, unit, reference), or no hold under the key: an error, nothing written.
+    for (const wrong of [
+      { ...expected, amountMicros: 41n },
+      { ...expected, agentId: seller },
+      { ...expected, currency: "tUSDC" as const },
+      { ...expected, reference: ref() },
+    ]) {
+      const attempt = key("capture");
+      await expect(
+        db().transaction((trx) => captureHold({ ...capture, expected: wrong, idempotencyKey: attempt }, trx)),
+      ).rejects.toThrow(/not what its caller expected/);
+      expect(await findTransactionByKey(db(), attempt)).toBeUndefined();
+    }
+    await expect(
+      db().transaction((trx) =>
+        captureHold({ ...capture, holdKey: key("hold"), expected, idempotencyKey: key("capture") }, trx),
+      ),
+    ).rejects.toThrow(/no ledger hold with key/);
+    expect(await balancesOf(buyer)).toEqual([60n, 40n, 0n, 0n]);
+
+    // As expected: captured, resolving that hold; the same key replays; another key meets it resolved.
+    const captureKey = key("capture");
+    const captured = await db().transaction((trx) =>
+      captureHold({ ...capture, expected, idempotencyKey: captureKey }, trx),
+    );
+    expect(captured).toMatchObject({ replayed: false, capturedMicros: 25n, returnedMicros: 15n });
+    const row = await findTransactionByKey(db(), captureKey);
+    expect(row?.resolves_transaction_id).toBe(posted.transactionId);
+    expect(await balancesOf(buyer)).toEqual([75n, 0n, 0n, 0n]);
+    const replayed = await db().transaction((trx) =>
+      captureHold({ ...capture, expected, idempotencyKey: captureKey }, trx),
+    );
+    expect(replayed).toMatchObject({ transactionId: captured.transactionId, replayed: true });
+    await expect(
+      db().transaction((trx) =>
+        releaseHold({ holdKey: hold.idempotencyKey, expected, idempotencyKey: key("release") }, trx),
+      ),
+    ).rejects.toBeInstanceOf(HoldAlreadyResolvedError);
+    expect(await balancesOf(buyer)).toEqual([75n, 0n, 0n, 0n]);
   });
 
   it("does not retry a caller's transaction: a deadlock reaches the caller, who decides", async () => {

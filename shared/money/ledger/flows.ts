@@ -5,9 +5,11 @@ import {
   type AccountRef,
   accountFor,
   type Currency,
+  type HeldFunds,
   type LedgerLeg,
   type LedgerReference,
   type PostResult,
+  type PostTransactionInput,
   platformSplit,
   postTransaction,
   retryTransient,
@@ -32,6 +34,8 @@ export interface AgentMovement {
   evidence?: PostEvidence[];
   /** The caller's statements sent with the movement's write (PostTransactionInput.withWrite). */
   withWrite?: () => Promise<unknown>;
+  /** The caller's statements sent just before, whose flight the lock joins (PostTransactionInput.before). */
+  before?: Promise<unknown>;
 }
 
 /** Names a hold by its idempotency key; the hold fixes who pays, how much and in which currency. */
@@ -44,10 +48,13 @@ export interface HoldResolution {
   /** The caller's statements sent with the resolution's write (PostTransactionInput.withWrite). */
   withWrite?: () => Promise<unknown>;
   /**
-   * The hold, when the caller read it already in its transaction (findHold of the same holdKey), e.g.
-   * in one flight with a statement of its own; else it is read first. A hold's row never changes.
+   * What the hold holds, when the caller's own records say (an invocation's buyer, unit and hold_micros):
+   * the hold is then not read first; the resolution's lock reads it in its own statement and goes on only
+   * when it holds exactly that (PostTransactionInput.resolvesHold). Else the hold is read first.
    */
-  hold?: HoldView;
+  expected?: HeldFunds;
+  /** The caller's statements sent just before, whose flight the lock joins (PostTransactionInput.before). */
+  before?: Promise<unknown>;
 }
 
 /** How a capture splits: the platform's fee and the seller's part of what it captured, and what went back. */
@@ -64,12 +71,8 @@ export interface CaptureResult extends PostResult {
 }
 
 /** A posted hold, read back: its transaction, the agent whose funds it holds and the amount. */
-export interface HoldView {
+export interface HoldView extends HeldFunds {
   transactionId: string;
-  agentId: string;
-  currency: Currency;
-  amountMicros: bigint;
-  reference: LedgerReference | null;
 }
 
 function requirePositive(amountMicros: bigint): void {
@@ -102,6 +105,7 @@ function move(
       metadata: m.metadata ?? {},
       evidence: m.evidence,
       withWrite: m.withWrite,
+      before: m.before,
     },
     trx,
   );
@@ -131,13 +135,24 @@ export async function findHold(holdKey: string, trx?: Knex.Transaction): Promise
   };
 }
 
-async function requireHold(
-  r: Pick<HoldResolution, "holdKey" | "hold">,
+/**
+ * The hold a capture or release resolves: what it holds, and how its post names it. Expected by the
+ * caller, the post names it by key and its lock checks it; else it is read here, and named by id.
+ */
+async function holdToResolve(
+  r: Pick<HoldResolution, "holdKey" | "expected" | "before">,
   trx: Knex.Transaction | undefined,
-): Promise<HoldView> {
-  const hold = r.hold ?? (await findHold(r.holdKey, trx));
+): Promise<{ held: HeldFunds; naming: Pick<PostTransactionInput, "resolves" | "resolvesHold" | "before"> }> {
+  if (r.expected)
+    return {
+      held: r.expected,
+      naming: { resolvesHold: { key: r.holdKey, expected: r.expected }, before: r.before },
+    };
+  if (r.before)
+    throw new Error("a hold resolution sent with the caller's statements needs its expected hold");
+  const hold = await findHold(r.holdKey, trx);
   if (!hold) throw new Error(`no ledger hold with key ${r.holdKey}`);
-  return hold;
+  return { held: hold, naming: { resolves: hold.transactionId } };
 }
 
 /**
@@ -157,7 +172,7 @@ export async function captureHold(
   },
   trx?: Knex.Transaction,
 ): Promise<CaptureResult & CaptureSplit> {
-  const hold = await requireHold(r, trx);
+  const { held: hold, naming } = await holdToResolve(r, trx);
   const captured = r.captureMicros ?? hold.amountMicros;
   requirePositive(captured);
   if (captured > hold.amountMicros) {
@@ -181,7 +196,7 @@ export async function captureHold(
       kind: "capture",
       idempotencyKey: r.idempotencyKey,
       reference: hold.reference,
-      resolves: hold.transactionId,
+      ...naming,
       legs,
       metadata: {
         ...r.metadata,
@@ -201,7 +216,7 @@ export async function captureHold(
 
 /** Voids a whole hold on failure (held → available). Throws HoldAlreadyResolvedError like a capture. */
 export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Promise<PostResult> {
-  const hold = await requireHold(r, trx);
+  const { held: hold, naming } = await holdToResolve(r, trx);
   const held = named(hold.agentId, "agent_held", hold.currency);
   const available = named(hold.agentId, "agent_available", hold.currency);
   return postTransaction(
@@ -209,7 +224,7 @@ export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Pr
       kind: "release",
       idempotencyKey: r.idempotencyKey,
       reference: hold.reference,
-      resolves: hold.transactionId,
+      ...naming,
       legs: [
         { account: held, amountMicros: -hold.amountMicros },
         { account: available, amountMicros: hold.amountMicros },

@@ -11,16 +11,20 @@ import {
   agentAccounts,
   type Currency,
   createAccounts,
+  findHoldByKey,
   findTransactionByKey,
   getOrCreateAccount,
+  type HoldNaming,
   isResolved,
   type LedgerAccountRow,
   type LedgerEntryView,
   type LedgerTransactionRow,
+  type LockedForPost,
   lockAccountRefs,
   lockForPost,
   type NewEntry,
   type PlatformAccountKind,
+  type ResolvedHold,
   type TransactionKind,
   transactionEntries,
   writeTransaction,
@@ -60,6 +64,14 @@ export interface LedgerReference {
   id: string;
 }
 
+/** What a hold holds, as a caller knows it from its own records: whose funds, which unit, how much, for what. */
+export interface HeldFunds {
+  agentId: string;
+  currency: Currency;
+  amountMicros: bigint;
+  reference: LedgerReference | null;
+}
+
 /** One signed amount on one account (by id or by key): negative debits it, positive credits it. */
 export interface LedgerLeg {
   account: AccountRef;
@@ -75,6 +87,19 @@ export interface PostTransactionInput {
   metadata?: Record<string, unknown>;
   /** For a capture or release: the hold it resolves. A hold is resolved once, either way. */
   resolves?: string | null;
+  /**
+   * For a capture or release that has not read its hold: the hold's key, and what the caller's own
+   * records say it holds (the legs were built on that). The lock's statement reads the hold and the post
+   * goes on only when it is there and holds exactly that; then it resolves that hold, as `resolves`.
+   */
+  resolvesHold?: { key: string; expected: HeldFunds };
+  /**
+   * Statements the caller sent in its transaction just before the post: the post's lock goes out in
+   * their flight instead of waiting for their answers, and the post goes on only once every one of them
+   * has succeeded (inOneFlight); else it fails with the first one's error and writes nothing. A caller's
+   * post only. They come before the lock in PostgreSQL's order, as they would have one by one.
+   */
+  before?: Promise<unknown>;
   /**
    * Evidence of the movement, written in the post's own statement (writeTransaction); a row whose
    * source_ref is THIS_TRANSACTION names the post's transaction. A replayed post appends it (a no-op
@@ -197,7 +222,7 @@ export async function postTransaction(
 ): Promise<PostResult> {
   checkLegs(input);
   if (trx) return post(trx, input);
-  if (input.withWrite) throw new Error("withWrite needs the caller's transaction");
+  if (input.withWrite || input.before) throw new Error("withWrite and before need the caller's transaction");
   return retryTransient(() => db().transaction((own) => post(own, input)));
 }
 
@@ -220,14 +245,21 @@ async function post(q: Knex.Transaction, input: PostTransactionInput): Promise<P
  * Two round trips when nothing is in the way: one statement locks the accounts and reads whether the
  * key or the hold is taken, one writes the transaction, its entries, the balances and the evidence.
  * What the lock's snapshot cannot show (a post that committed while this one waited for a lock) is read
- * again, afresh, before a refusal and when the write finds its key or its hold taken.
+ * again, afresh, before a refusal and when the write finds its key or its hold taken. The lock goes out
+ * in the flight of the caller's `before` statements, when it gives them.
  */
 async function postOnce(
   q: Knex.Transaction,
-  input: PostTransactionInput,
+  asked: PostTransactionInput,
   withWrite: (() => Promise<unknown>) | undefined,
 ): Promise<PostResult> {
-  const locked = await lockLegAccounts(q, input);
+  const locking = lockLegAccounts(q, asked);
+  const locked = asked.before ? (await inOneFlight(asked.before, locking))[1] : await locking;
+  // A hold named by key is resolved by id from here on: the lock's statement read it (unless it locked
+  // no account that existed before, which a hold's own held account always did).
+  const named = asked.resolvesHold;
+  const hold = named && locked.hold === undefined ? await holdByKey(q, named.key) : locked.hold;
+  const input = named ? { ...asked, resolves: heldAsExpected(named, hold) } : asked;
   if (locked.keyTakenBy) return replay(q, input);
   if (locked.holdResolvedBy && input.resolves) throw new HoldAlreadyResolvedError(input.resolves);
   const currencies = new Set([...locked.accounts.values()].map((a) => a.currency));
@@ -279,6 +311,45 @@ async function answerOfFirstPost(
   return undefined;
 }
 
+/**
+ * The id of the hold the lock's statement read by key, once it is there and holds what the caller
+ * expected: the legs were built on that, so anything else is a programming error, and the caller's
+ * transaction rolls back.
+ */
+function heldAsExpected(
+  named: NonNullable<PostTransactionInput["resolvesHold"]>,
+  hold: LockedForPost["hold"],
+): string {
+  if (!hold) throw new Error(`no ledger hold with key ${named.key}`);
+  const { expected } = named;
+  const same =
+    hold.heldOwner === expected.agentId &&
+    hold.heldCurrency === expected.currency &&
+    hold.heldMicros === expected.amountMicros &&
+    hold.referenceType === (expected.reference?.type ?? null) &&
+    hold.referenceId === (expected.reference?.id ?? null);
+  if (!same) {
+    throw new Error(
+      `ledger hold ${named.key} holds ${hold.heldMicros} ${hold.heldCurrency} of ${hold.heldOwner}, not what its caller expected`,
+    );
+  }
+  return hold.transactionId;
+}
+
+/** A hold by its key, read on its own (null when there is none): as the lock's statement reads it. */
+async function holdByKey(q: Knex.Transaction, key: string): Promise<ResolvedHold | null> {
+  const row = await findHoldByKey(q, key);
+  if (!row || row.kind !== "hold") return null;
+  return {
+    transactionId: row.id,
+    referenceType: row.reference_type,
+    referenceId: row.reference_id,
+    heldMicros: row.held_micros,
+    heldOwner: row.held_owner,
+    heldCurrency: row.held_currency,
+  };
+}
+
 /** Each leg as an entry with its account's running balance; PAYMENT_REQUIRED when one would go short. */
 function entriesFor(legs: LedgerLeg[], accounts: Map<string, LedgerAccountRow>): NewEntry[] {
   const running = new Map([...accounts.values()].map((a) => [a.id, a.balance_micros]));
@@ -297,11 +368,9 @@ function entriesFor(legs: LedgerLeg[], accounts: Map<string, LedgerAccountRow>):
   });
 }
 
-interface LockedLegs {
+interface LockedLegs extends Omit<LockedForPost, "accounts"> {
   /** Every locked account under both its names (refName). */
   accounts: Map<string, LedgerAccountRow>;
-  keyTakenBy: string | null;
-  holdResolvedBy: string | null;
 }
 
 /**
@@ -311,7 +380,12 @@ interface LockedLegs {
  */
 async function lockLegAccounts(q: Knex.Transaction, input: PostTransactionInput): Promise<LockedLegs> {
   const refs = [...new Map(input.legs.map((leg) => [refName(leg.account), leg.account])).values()];
-  const first = await lockForPost(q, refs, input);
+  const resolves: HoldNaming | null = input.resolvesHold
+    ? { key: input.resolvesHold.key }
+    : input.resolves
+      ? { id: input.resolves }
+      : null;
+  const first = await lockForPost(q, refs, { idempotencyKey: input.idempotencyKey, resolves });
   const accounts = new Map<string, LedgerAccountRow>();
   for (const row of first.accounts) for (const name of accountNames(row)) accounts.set(name, row);
   const missing = refs.filter((ref) => !accounts.has(refName(ref)));
@@ -329,7 +403,7 @@ async function lockLegAccounts(q: Knex.Transaction, input: PostTransactionInput)
     if (refs.some((ref) => !accounts.has(refName(ref))))
       throw new Error("a ledger account was created but is not visible");
   }
-  return { accounts, keyTakenBy: first.keyTakenBy, holdResolvedBy: first.holdResolvedBy };
+  return { accounts, keyTakenBy: first.keyTakenBy, holdResolvedBy: first.holdResolvedBy, hold: first.hold };
 }
 
 /** True when a recorded entry is this leg: same account (by id, or by owner, kind and currency) and amount. */

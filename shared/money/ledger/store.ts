@@ -145,37 +145,66 @@ export interface AccountKey {
 export type AccountRef = Pick<LedgerAccountRow, "id"> | AccountKey;
 
 /**
+ * How a post names the hold it resolves (a capture or a release): by the hold's transaction id, read
+ * before; or by the hold's idempotency key, and the lock's own statement reads the hold (ResolvedHold).
+ */
+export type HoldNaming = { id: string } | { key: string };
+
+/**
  * The statement that locks the accounts named by id or by key, FOR UPDATE in id order (the one lock
  * order), with its bindings. Its text depends only on how many ids and which key shapes it names, so
  * it runs as a named prepared statement (preparedRaw): a hold and a capture each lock their accounts
  * once per paid call, and planning the statement afresh each time was most of its server time
  * (docs/benchmarks.md "The nineteenth round"). `lookups` adds, in the same statement, the post's key
- * and the hold it resolves (lockForPost).
+ * and the hold it resolves (lockForPost); a hold named by key is read whole there, so that a capture
+ * needs no read of its own before its lock (docs/benchmarks.md "The twenty-first round").
  */
 function lockStatement(
   refs: AccountRef[],
-  options: { noWait: boolean; lookups?: { idempotencyKey: string; resolves: string | null } },
+  options: { noWait: boolean; lookups?: { idempotencyKey: string; resolves: HoldNaming | null } },
 ): { sql: string; bindings: Knex.RawBinding[] } {
   const ids = refs.flatMap((r) => ("id" in r ? [r.id] : []));
   const keys = refs.filter((r): r is AccountKey => !("id" in r));
   const bindings: Knex.RawBinding[] = [];
-  let columns = "*";
+  let columns = "ledger_accounts.*";
+  let hold = "";
   if (options.lookups) {
     columns += ", (select id from ledger_transactions where idempotency_key = ?) as key_taken_by";
     bindings.push(options.lookups.idempotencyKey);
+    const resolves = options.lookups.resolves;
     // A post that resolves no hold (a hold itself) looks for none. Sent as `resolves_transaction_id =
     // null`, the lookup made PostgreSQL's cached generic plan look dearer than a custom plan that folds it
     // away, so it planned the hold's lock afresh on every call.
-    if (options.lookups.resolves === null) columns += ", null::uuid as hold_resolved_by";
-    else {
+    if (resolves === null) columns += ", null::uuid as hold_resolved_by";
+    else if ("id" in resolves) {
       columns +=
         ", (select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by";
-      bindings.push(options.lookups.resolves);
+      bindings.push(resolves.id);
+    } else {
+      // The hold by its key, with its held entry and whatever resolved it: one row, or none (then every
+      // hold_ column is null). Joined outside the lock: FOR UPDATE OF locks the accounts only.
+      columns +=
+        ", hold.hold_id, hold.hold_reference_type, hold.hold_reference_id, hold.held_micros, hold.held_owner," +
+        " hold.held_currency, hold.hold_resolved_by";
+      hold = ` left join (
+         select t.id as hold_id, t.reference_type as hold_reference_type, t.reference_id as hold_reference_id,
+                h.amount_micros::text as held_micros, h.owner_agent_id as held_owner, h.currency as held_currency,
+                (select r.id from ledger_transactions r where r.resolves_transaction_id = t.id) as hold_resolved_by
+           from ledger_transactions t
+           left join lateral (
+             select e.amount_micros, a.owner_agent_id, a.currency
+               from ledger_entries e join ledger_accounts a on a.id = e.account_id
+              where e.transaction_id = t.id and a.kind = 'agent_held'
+              order by e.id limit 1
+           ) h on true
+          where t.idempotency_key = ? and t.kind = 'hold'
+       ) hold on true`;
+      bindings.push(resolves.key);
     }
   }
   const named: string[] = [];
   if (ids.length > 0) {
-    named.push(`id in (${ids.map(() => "?").join(", ")})`);
+    named.push(`ledger_accounts.id in (${ids.map(() => "?").join(", ")})`);
     bindings.push(...ids);
   }
   for (const k of keys) {
@@ -184,7 +213,7 @@ function lockStatement(
     bindings.push(k.kind, k.currency, ...(k.owner === null ? [] : [k.owner]));
   }
   if (named.length === 0) throw new Error("a ledger lock needs at least one account");
-  const sql = `select ${columns} from ledger_accounts where ${named.join(" or ")} order by id for update${
+  const sql = `select ${columns} from ledger_accounts${hold} where ${named.join(" or ")} order by ledger_accounts.id for update of ledger_accounts${
     options.noWait ? " nowait" : ""
   }`;
   return { sql, bindings };
@@ -204,6 +233,17 @@ export async function lockAccountRefs(
   return (result.rows as Raw<LedgerAccountRow, "balance_micros">[]).map(toAccount);
 }
 
+/** A hold as the lock's statement read it by key: its transaction, its held entry, what resolved it. */
+export interface ResolvedHold {
+  transactionId: string;
+  referenceType: string | null;
+  referenceId: string | null;
+  /** The held entry: whose funds, in which currency, how much (null when the hold has none: a bug). */
+  heldMicros: bigint | null;
+  heldOwner: string | null;
+  heldCurrency: Currency | null;
+}
+
 /** What a post reads with its locks: the accounts, and what its snapshot saw of the key and the hold. */
 export interface LockedForPost {
   accounts: LedgerAccountRow[];
@@ -211,6 +251,22 @@ export interface LockedForPost {
   keyTakenBy: string | null;
   /** A transaction that already resolved the hold the post resolves. */
   holdResolvedBy: string | null;
+  /**
+   * The hold, when the post named it by key: null when there is no hold under that key; undefined when
+   * none of the accounts existed yet, so the statement answered no row to carry it (then read it apart).
+   */
+  hold?: ResolvedHold | null;
+}
+
+interface LockForPostRow extends Raw<LedgerAccountRow, "balance_micros"> {
+  key_taken_by: string | null;
+  hold_resolved_by: string | null;
+  hold_id?: string | null;
+  hold_reference_type?: string | null;
+  hold_reference_id?: string | null;
+  held_micros?: string | null;
+  held_owner?: string | null;
+  held_currency?: Currency | null;
 }
 
 /**
@@ -222,21 +278,45 @@ export interface LockedForPost {
 export async function lockForPost(
   q: Db,
   refs: AccountRef[],
-  post: { idempotencyKey: string; resolves?: string | null },
+  post: { idempotencyKey: string; resolves: HoldNaming | null },
 ): Promise<LockedForPost> {
   const { sql, bindings } = lockStatement(refs, {
     noWait: false,
-    lookups: { idempotencyKey: post.idempotencyKey, resolves: post.resolves ?? null },
+    lookups: { idempotencyKey: post.idempotencyKey, resolves: post.resolves },
   });
-  const rows: (Raw<LedgerAccountRow, "balance_micros"> & {
-    key_taken_by: string | null;
-    hold_resolved_by: string | null;
-  })[] = (await preparedRaw(q, sql, bindings)).rows;
-  return {
-    accounts: rows.map(({ key_taken_by: _, hold_resolved_by: __, ...row }) => toAccount(row)),
-    keyTakenBy: rows[0]?.key_taken_by ?? null,
-    holdResolvedBy: rows[0]?.hold_resolved_by ?? null,
+  const rows: LockForPostRow[] = (await preparedRaw(q, sql, bindings)).rows;
+  const first = rows[0];
+  const locked: LockedForPost = {
+    accounts: rows.map(
+      ({
+        key_taken_by: _k,
+        hold_resolved_by: _r,
+        hold_id: _i,
+        hold_reference_type: _t,
+        hold_reference_id: _d,
+        held_micros: _m,
+        held_owner: _o,
+        held_currency: _c,
+        ...row
+      }) => toAccount(row),
+    ),
+    keyTakenBy: first?.key_taken_by ?? null,
+    holdResolvedBy: first?.hold_resolved_by ?? null,
   };
+  // With no account row there is no row to carry the hold either: it stays unread (undefined).
+  if (post.resolves && "key" in post.resolves && first) {
+    locked.hold = first.hold_id
+      ? {
+          transactionId: first.hold_id,
+          referenceType: first.hold_reference_type ?? null,
+          referenceId: first.hold_reference_id ?? null,
+          heldMicros: first.held_micros == null ? null : BigInt(first.held_micros),
+          heldOwner: first.held_owner ?? null,
+          heldCurrency: first.held_currency ?? null,
+        }
+      : null;
+  }
+  return locked;
 }
 
 /** Creates the named accounts that do not exist (first use); race-safe like getOrCreateAccount. */

@@ -597,6 +597,11 @@ export interface SuccessRecord {
   evidence: Record<string, unknown>;
   /** Refresh the listing's runtime proof too (runtime-proof.ts decides when it may be due). */
   proveListing: boolean;
+  /**
+   * The receipt's id, when the caller must name it before the statement answers (a paid call's capture
+   * is sent with its record, run-invocation.ts); else the database makes one. recordSuccess only.
+   */
+  receiptId?: string;
 }
 
 /** recordSuccess's two texts, without and with the runtime proof's update. */
@@ -619,8 +624,8 @@ function successSql(proveListing: boolean): string {
         where id = ? and status in ('queued', 'running') and exists (select 1 from att)
        returning *
      ), rec as (
-       insert into receipts (invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
-       select id, agent_id, ?, ?, currency, ?::jsonb from inv
+       insert into receipts (id, invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
+       select coalesce(?::uuid, time_ordered_uuid()), id, agent_id, ?, ?, currency, ?::jsonb from inv
        returning id, amount_micros
      )${proof}
      select inv.*, rec.id as receipt_id, rec.amount_micros as receipt_amount_micros,
@@ -648,6 +653,7 @@ export async function recordSuccess(q: Db, s: SuccessRecord): Promise<Invocation
     JSON.stringify(s.output ?? null),
     s.listingId,
     s.invocationId,
+    s.receiptId ?? null,
     s.listingId,
     s.amountMicros.toString(),
     JSON.stringify(s.evidence),
