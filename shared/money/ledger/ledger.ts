@@ -11,7 +11,6 @@ import {
   agentAccounts,
   type Currency,
   createAccounts,
-  findHoldByKey,
   findTransactionByKey,
   getOrCreateAccount,
   type HoldNaming,
@@ -24,7 +23,6 @@ import {
   lockForPost,
   type NewEntry,
   type PlatformAccountKind,
-  type ResolvedHold,
   type TransactionKind,
   transactionEntries,
   writeTransaction,
@@ -255,11 +253,10 @@ async function postOnce(
 ): Promise<PostResult> {
   const locking = lockLegAccounts(q, asked);
   const locked = asked.before ? (await inOneFlight(asked.before, locking))[1] : await locking;
-  // A hold named by key is resolved by id from here on: the lock's statement read it (unless it locked
-  // no account that existed before, which a hold's own held account always did).
-  const named = asked.resolvesHold;
-  const hold = named && locked.hold === undefined ? await holdByKey(q, named.key) : locked.hold;
-  const input = named ? { ...asked, resolves: heldAsExpected(named, hold) } : asked;
+  // A hold named by key is resolved by id from here on: the lock's statement read it.
+  const input = asked.resolvesHold
+    ? { ...asked, resolves: heldAsExpected(asked.resolvesHold, locked.hold) }
+    : asked;
   if (locked.keyTakenBy) return replay(q, input);
   if (locked.holdResolvedBy && input.resolves) throw new HoldAlreadyResolvedError(input.resolves);
   const currencies = new Set([...locked.accounts.values()].map((a) => a.currency));
@@ -320,7 +317,11 @@ function heldAsExpected(
   named: NonNullable<PostTransactionInput["resolvesHold"]>,
   hold: LockedForPost["hold"],
 ): string {
-  if (!hold) throw new Error(`no ledger hold with key ${named.key}`);
+  // Undefined: the statement locked no row to carry the hold, so none of the legs' accounts existed,
+  // and the buyer's held account, which its hold made, is not among them.
+  if (hold === undefined)
+    throw new Error(`ledger hold ${named.key} is not what its caller expected: none of its accounts exists`);
+  if (hold === null) throw new Error(`no ledger hold with key ${named.key}`);
   const { expected } = named;
   const same =
     hold.heldOwner === expected.agentId &&
@@ -334,20 +335,6 @@ function heldAsExpected(
     );
   }
   return hold.transactionId;
-}
-
-/** A hold by its key, read on its own (null when there is none): as the lock's statement reads it. */
-async function holdByKey(q: Knex.Transaction, key: string): Promise<ResolvedHold | null> {
-  const row = await findHoldByKey(q, key);
-  if (!row || row.kind !== "hold") return null;
-  return {
-    transactionId: row.id,
-    referenceType: row.reference_type,
-    referenceId: row.reference_id,
-    heldMicros: row.held_micros,
-    heldOwner: row.held_owner,
-    heldCurrency: row.held_currency,
-  };
 }
 
 /** Each leg as an entry with its account's running balance; PAYMENT_REQUIRED when one would go short. */

@@ -144,6 +144,16 @@ export interface AccountKey {
 /** How a ledger leg names its account: by id (a row read earlier) or by key. */
 export type AccountRef = Pick<LedgerAccountRow, "id"> | AccountKey;
 
+/** The held entry of a hold transaction `t` (its amount, and its account's owner and currency), as `h`. */
+const HELD_ENTRY = `left join lateral (
+         select e.amount_micros, a.owner_agent_id, a.currency
+           from ledger_entries e join ledger_accounts a on a.id = e.account_id
+          where e.transaction_id = t.id and a.kind = 'agent_held'
+          order by e.id limit 1
+       ) h on true`;
+const HELD_COLUMNS =
+  "h.amount_micros::text as held_micros, h.owner_agent_id as held_owner, h.currency as held_currency";
+
 /**
  * How a post names the hold it resolves (a capture or a release): by the hold's transaction id, read
  * before; or by the hold's idempotency key, and the lock's own statement reads the hold (ResolvedHold).
@@ -188,15 +198,9 @@ function lockStatement(
         " hold.held_currency, hold.hold_resolved_by";
       hold = ` left join (
          select t.id as hold_id, t.reference_type as hold_reference_type, t.reference_id as hold_reference_id,
-                h.amount_micros::text as held_micros, h.owner_agent_id as held_owner, h.currency as held_currency,
+                ${HELD_COLUMNS},
                 (select r.id from ledger_transactions r where r.resolves_transaction_id = t.id) as hold_resolved_by
-           from ledger_transactions t
-           left join lateral (
-             select e.amount_micros, a.owner_agent_id, a.currency
-               from ledger_entries e join ledger_accounts a on a.id = e.account_id
-              where e.transaction_id = t.id and a.kind = 'agent_held'
-              order by e.id limit 1
-           ) h on true
+           from ledger_transactions t ${HELD_ENTRY}
           where t.idempotency_key = ? and t.kind = 'hold'
        ) hold on true`;
       bindings.push(resolves.key);
@@ -450,16 +454,7 @@ export async function findHoldByKey(
 > {
   const result = await preparedRaw(
     q,
-    `select t.*, h.amount_micros::text as held_micros, h.owner_agent_id as held_owner,
-            h.currency as held_currency
-       from ledger_transactions t
-       left join lateral (
-         select e.amount_micros, a.owner_agent_id, a.currency
-           from ledger_entries e join ledger_accounts a on a.id = e.account_id
-          where e.transaction_id = t.id and a.kind = 'agent_held'
-          order by e.id limit 1
-       ) h on true
-      where t.idempotency_key = ?`,
+    `select t.*, ${HELD_COLUMNS} from ledger_transactions t ${HELD_ENTRY} where t.idempotency_key = ?`,
     [idempotencyKey],
   );
   const row = result.rows[0];
