@@ -96,9 +96,9 @@ interface RawClient {
  * Holds a new connection's writes until the end of the tick that asked for them, so that a flight goes
  * to the socket in one write instead of one per statement (pg corks each statement's own messages, not
  * several statements). A socket write that wakes PostgreSQL is among the dearest calls of a paid execute
- * (writev, 11–20 % of its profiles' main thread), and a flight of four paid one four. A statement asked
- * for alone waits only for the tick's other callbacks, never for a timer: the uncork is a nextTick, which
- * runs once the current callbacks and promise reactions are done.
+ * (`writev` leads its profiles), and a flight of four paid for four (docs/benchmarks.md "The twenty-first
+ * round"). A statement asked for alone waits only for the tick's other callbacks, never for a timer: the
+ * uncork is a nextTick, which runs once the current callbacks and promise reactions are done.
  */
 function writeEachTickOnce(conn: RawClient, done: (error: Error | null, conn: RawClient) => void): void {
   const query = conn.query.bind(conn);
