@@ -465,6 +465,8 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
               );
             }
             const before = inOneFlight(...steps);
+            // Awaited below; this only keeps a failure from going unobserved if the hold threw first.
+            before.catch(() => undefined);
             // The key's day of spend is reserved with the hold's write: after the ledger's locks, as in
             // every paid transaction, and never when the hold is refused (limited implies paid).
             if (paid) {
