@@ -117,3 +117,13 @@ function writeEachTickOnce(conn: RawClient, done: (error: Error | null, conn: Ra
   };
   done(null, conn);
 }
+
+/**
+ * A flight sent ahead of a step that awaits it later (a ledger post's `before`), marked observed now: if
+ * that step throws before it awaits the flight, a failure of the flight is not an unhandled rejection.
+ * Whoever awaits it still gets the error.
+ */
+export function sentAhead<T>(flight: Promise<T>): Promise<T> {
+  flight.catch(() => undefined);
+  return flight;
+}

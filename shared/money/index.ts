@@ -41,10 +41,9 @@ export {
   readGate,
 } from "./gate/availability.js";
 export { custodyStatus, setCustody } from "./gate/custody.js";
-export type { CaptureResult, CaptureSplit, HoldView } from "./ledger/flows.js";
+export type { CaptureResult, CaptureSplit } from "./ledger/flows.js";
 export {
   captureHold,
-  findHold,
   holdFunds,
   postBond,
   recordX402Settlement,

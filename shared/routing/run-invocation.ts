@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { db } from "../db/knex.js";
+import { sentAhead } from "../db/pipeline.js";
 import { returnDailySpend, settleDailySpend } from "../identity/index.js";
 import { newTimeOrderedId } from "../kernel/ids.js";
 import { micros } from "../kernel/money.js";
@@ -194,11 +195,11 @@ async function succeed(
             // this run ended the invocation; when another run had, nothing is written.
             const receiptId = newTimeOrderedId();
             const recording = recordSuccess(trx, { ...record, receiptId });
-            const ended = recording.then((summary) => {
-              if (!summary) throw new EndedElsewhere();
-            });
-            // settleSuccess awaits it; this only keeps a failure from going unobserved if it threw first.
-            ended.catch(() => undefined);
+            const ended = sentAhead(
+              recording.then((summary) => {
+                if (!summary) throw new EndedElsewhere();
+              }),
+            );
             try {
               await settleSuccess(trx, {
                 invocation,

@@ -2,7 +2,7 @@ import { catalogUnmoved, checkListingInput, type ListingRow, requireListing } fr
 import { getConfig } from "../config.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { type Db, db } from "../db/knex.js";
-import { inOneFlight } from "../db/pipeline.js";
+import { inOneFlight, sentAhead } from "../db/pipeline.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import {
   assertWithinSpendLimits,
@@ -464,9 +464,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                 }),
               );
             }
-            const before = inOneFlight(...steps);
-            // Awaited below; this only keeps a failure from going unobserved if the hold threw first.
-            before.catch(() => undefined);
+            const before = sentAhead(inOneFlight(...steps));
             // The key's day of spend is reserved with the hold's write: after the ledger's locks, as in
             // every paid transaction, and never when the hold is refused (limited implies paid).
             if (paid) {
