@@ -16,14 +16,44 @@ import { dbStatementsPipelined } from "../observability/metrics.js";
 // - statements the caller knows to be independent, through inOneFlight.
 //
 // A flight goes to the socket in one write: a connection's writes wait for the end of the tick that asked
-// for them (writeEachTickOnce).
+// for them (writeEachTickOnce). A transaction whose last flight is known can send its COMMIT in it
+// (commitWithThisFlight).
 
 const require = createRequire(import.meta.url);
+
+/** What pipeline.ts uses of knex's transaction internals (knex 3.3; they have no public types). */
+interface KnexTransactionInternals {
+  begin(connection: unknown): Promise<unknown>;
+  commit(connection: unknown, value: unknown): Promise<unknown>;
+  rollback(connection: unknown, error: unknown): Promise<unknown>;
+  /** The transaction's own client: it sends every statement of the transaction, and refuses any once completed. */
+  trxClient: { query(connection: unknown, sql: string): Promise<{ response?: { command?: string } }> };
+  /** Settle what knex's `transaction()` answers. */
+  _resolver(value: unknown): void;
+  _rejecter(error: unknown): void;
+  _completed: boolean;
+}
 
 /** knex's PostgreSQL transaction (knex 3.3, pinned in package-lock.json; the class has no public export). */
 const PgTransaction = require("knex/lib/dialects/postgres/execution/pg-transaction.js") as new (
   ...args: unknown[]
-) => { begin(connection: unknown): Promise<unknown> };
+) => KnexTransactionInternals;
+
+/** Where a transaction's client keeps how to send its COMMIT with the flight being asked for. */
+const COMMIT_WITH_FLIGHT = Symbol("commit with this tick's flight");
+
+/**
+ * Its handler failed after its COMMIT was sent, and PostgreSQL committed: what the handler wrote stands.
+ * Only a programming error gets here (commitWithThisFlight: nothing may fail after the last flight).
+ */
+export class CommittedBeforeFailure extends Error {
+  constructor(override readonly cause: unknown) {
+    super(
+      `the transaction committed before its handler failed: ${(cause as Error)?.message ?? String(cause)}`,
+    );
+    this.name = "CommittedBeforeFailure";
+  }
+}
 
 /**
  * A knex transaction whose BEGIN does not wait for its answer: knex writes BEGIN to the connection
@@ -32,13 +62,78 @@ const PgTransaction = require("knex/lib/dialects/postgres/execution/pg-transacti
  * as the transaction's: "Transaction query already complete"). BEGIN meets an error only when the
  * connection is gone, and then nothing behind it runs either; so a statement never runs outside the
  * transaction it was written for.
+ *
+ * Its COMMIT may also go out early, with the handler's last flight (commitWithThisFlight); the transaction
+ * then ends as that COMMIT's answer says, whatever the handler does after.
  */
 class PipelinedBegin extends PgTransaction {
+  /** The COMMIT sent with the last flight, once asked for: its answer is the transaction's end. */
+  private sentCommit: Promise<{ response?: { command?: string } }> | undefined;
+
   override begin(connection: unknown): Promise<unknown> {
+    (this.trxClient as unknown as Record<symbol, () => void>)[COMMIT_WITH_FLIGHT] = () =>
+      this.commitAtTickEnd(connection);
     void super.begin(connection);
     dbStatementsPipelined.inc();
     return Promise.resolve();
   }
+
+  /**
+   * Sends COMMIT behind the statements asked for in this tick, in their write (lastInThisTicksWrite). From
+   * then on the transaction is complete for knex: a statement asked for later is refused ("Transaction
+   * query already complete"), never run outside the transaction.
+   */
+  private commitAtTickEnd(connection: unknown): void {
+    if (this.sentCommit) return;
+    this.sentCommit = new Promise((resolve, reject) => {
+      lastInThisTicksWrite(connection as RawClient, () => {
+        this.trxClient.query(connection, "COMMIT;").then(resolve, reject);
+        this._completed = true;
+      });
+    });
+    this.sentCommit.catch(() => undefined); // observed here; commit or rollback below answers it
+    dbStatementsPipelined.inc();
+  }
+
+  // PostgreSQL answers COMMIT in a transaction that a failed statement aborted with ROLLBACK, not an
+  // error: the command tag says which it was.
+  override commit(connection: unknown, value: unknown): Promise<unknown> {
+    if (!this.sentCommit) return super.commit(connection, value);
+    return this.sentCommit.then(
+      (answer) =>
+        answer.response?.command === "COMMIT"
+          ? this._resolver(value)
+          : this._rejecter(
+              new Error("the transaction rolled back at its COMMIT: a statement before it failed"),
+            ),
+      (error) => this._rejecter(error),
+    );
+  }
+
+  override rollback(connection: unknown, error: unknown): Promise<unknown> {
+    if (!this.sentCommit) return super.rollback(connection, error);
+    return this.sentCommit.then(
+      (answer) =>
+        this._rejecter(answer.response?.command === "COMMIT" ? new CommittedBeforeFailure(error) : error),
+      () => this._rejecter(error),
+    );
+  }
+}
+
+/**
+ * Sends `trx`'s COMMIT with the flight being asked for in this tick, behind its statements: the caller
+ * knows they are its transaction's last, and saves the round trip COMMIT would take after their answers
+ * (and the locks it holds meanwhile). When one of them fails, PostgreSQL rolls the whole transaction back
+ * at that COMMIT, and the handler gets the failure as usual. Nothing may be asked for afterwards (knex
+ * refuses it), and nothing may fail after the flight: when the handler throws although the COMMIT
+ * committed, the transaction answers CommittedBeforeFailure. False, and nothing sent, when `trx` is not a
+ * top-level transaction of pipelinedKnex (a savepoint's, or another knex's): it then commits as usual.
+ */
+export function commitWithThisFlight(trx: Knex.Transaction): boolean {
+  const send = (trx.client as unknown as Record<symbol, (() => void) | undefined>)[COMMIT_WITH_FLIGHT];
+  if (!send) return false;
+  send();
+  return true;
 }
 
 /**
@@ -85,11 +180,14 @@ export async function inOneFlight<T extends readonly unknown[]>(
 }
 
 const CORKED = Symbol("corked until the tick's end");
+const LAST_IN_WRITE = Symbol("sent last, just before the tick's write");
 
 /** The parts of a pooled pg client that a flight's write touches. */
 interface RawClient {
   query: (...args: unknown[]) => unknown;
-  connection: { stream: { cork(): void; uncork(): void; [CORKED]?: boolean } };
+  connection: {
+    stream: { cork(): void; uncork(): void; [CORKED]?: boolean; [LAST_IN_WRITE]?: (() => void)[] };
+  };
 }
 
 /**
@@ -109,6 +207,10 @@ function writeEachTickOnce(conn: RawClient, done: (error: Error | null, conn: Ra
       stream[CORKED] = true;
       stream.cork();
       process.nextTick(() => {
+        // Still corked while they are sent: they join this write instead of corking a next one.
+        const last = stream[LAST_IN_WRITE];
+        stream[LAST_IN_WRITE] = undefined;
+        for (const send of last ?? []) send();
         stream[CORKED] = false;
         stream.uncork();
       });
@@ -116,6 +218,20 @@ function writeEachTickOnce(conn: RawClient, done: (error: Error | null, conn: Ra
     return query(...args);
   };
   done(null, conn);
+}
+
+/**
+ * Runs `send` (which asks for a statement) once the statements asked for in this tick are with pg, so that
+ * its statement goes out behind them, in their write. Every promise reaction of the tick runs before a
+ * nextTick callback queued in one, and a statement reaches pg through promise reactions alone once its
+ * connection is held (a transaction's is); so from a promise continuation, as every caller here is, the
+ * tick's end is late enough. When this tick's write is already corked, `send` runs just before it goes.
+ */
+function lastInThisTicksWrite(conn: RawClient, send: () => void): void {
+  const stream = conn.connection.stream;
+  if (!stream[CORKED]) process.nextTick(send);
+  else if (stream[LAST_IN_WRITE]) stream[LAST_IN_WRITE].push(send);
+  else stream[LAST_IN_WRITE] = [send];
 }
 
 /**

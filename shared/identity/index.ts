@@ -29,6 +29,7 @@ export {
 } from "./schemas.js";
 export {
   assertWithinSpendLimits,
+  reservationCanRefuse,
   reserveDailySpend,
   returnDailySpend,
   settleDailySpend,

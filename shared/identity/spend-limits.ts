@@ -92,6 +92,15 @@ export async function reserveDailySpend(
   throw dailyCapExceeded(cap!, holdMicros, await readSpendToday(trx, key.apiKeyId));
 }
 
+/**
+ * Whether reserveDailySpend can refuse for this key: it has a daily cap. The refusal is decided from the
+ * statement's answer, not by a failing statement, so a transaction that reserves for such a key must not
+ * send its COMMIT before that answer (PostTransactionInput.commitWithWrite).
+ */
+export function reservationCanRefuse(key: { policy: KeyPolicy }): boolean {
+  return key.policy.dailyCapMicros !== null;
+}
+
 /** A released hold (failure, denial, expiry) gives its whole reservation back to the day it was made. */
 export async function returnDailySpend(trx: Knex.Transaction, invocationId: string): Promise<void> {
   await resolveReservation(trx, invocationId, 0n);

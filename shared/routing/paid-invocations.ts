@@ -74,13 +74,15 @@ function evidence(
  * the caller's statements sent with the hold's write, after its accounts are locked and never after a
  * refusal (PostTransactionInput.withWrite). before: the caller's statements sent just before (the
  * invocation's insert among them), whose flight the hold's lock joins (PostTransactionInput.before).
+ * last: the hold's write is the last statement of the caller's transaction, whose COMMIT then goes with
+ * it (PostTransactionInput.commitWithWrite).
  */
 export async function holdForInvocation(
   trx: Knex.Transaction,
   invocation: PaidInvocation & { api_key_id: string | null },
   holdMicros: bigint,
   terms: { listedPriceMicros: bigint; maxCostMicros: bigint | null; route: string; quoteId?: string },
-  sent: { before?: Promise<unknown>; withWrite?: () => Promise<unknown> } = {},
+  sent: { before?: Promise<unknown>; withWrite?: () => Promise<unknown>; last?: boolean } = {},
 ): Promise<void> {
   const agentId = invocation.agent_id;
   if (!agentId) throw new Error(`invocation ${invocation.id} has no agent to hold funds from`);
@@ -110,6 +112,7 @@ export async function holdForInvocation(
         evidence: [authorization],
         before: sent.before,
         withWrite: sent.withWrite,
+        commitWithWrite: sent.last,
       },
       trx,
     );
@@ -191,6 +194,11 @@ export interface PaidSuccess {
   before?: Promise<unknown>;
   /** The caller's statements sent with the capture's or release's write (PostTransactionInput.withWrite). */
   withWrite?: () => Promise<unknown>;
+  /**
+   * The capture's or release's write is the last statement of the caller's transaction: its COMMIT goes
+   * with it (PostTransactionInput.commitWithWrite).
+   */
+  last?: boolean;
   attemptId: string;
   receiptId: string;
   /** The listing that served, its seller (null = first party) and its price: what is charged. */
@@ -229,6 +237,7 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
         expected: expectedHold(s.invocation, s.holdMicros),
         before: s.before,
         withWrite: s.withWrite,
+        commitWithWrite: s.last,
         idempotencyKey: captureKey(s.invocation.id),
         sellerAgentId: s.sellerAgentId,
         captureMicros: s.priceMicros,
@@ -268,6 +277,7 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
         expected: expectedHold(s.invocation, s.holdMicros),
         before: s.before,
         withWrite: s.withWrite,
+        commitWithWrite: s.last,
         idempotencyKey: releaseKey(s.invocation.id),
         metadata: { reason: "served_by_free_listing" },
         evidence: [execution, refund, outcome],

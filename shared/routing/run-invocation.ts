@@ -205,6 +205,8 @@ async function succeed(
                 invocation,
                 before: ended,
                 withWrite: () => settleDailySpend(trx, invocation.id, price),
+                // Nothing follows the capture here: its COMMIT goes with its write.
+                last: true,
                 attemptId,
                 receiptId,
                 listingId: target.id,

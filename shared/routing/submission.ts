@@ -8,6 +8,7 @@ import {
   assertWithinSpendLimits,
   isScopeExclusion,
   type Principal,
+  reservationCanRefuse,
   reserveDailySpend,
   scopeBlocked,
   scopeExclusion,
@@ -488,6 +489,10 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                   withWrite: limited
                     ? () => reserveDailySpend(trx, principal, invocationId, work.holdMicros)
                     : undefined,
+                  // The hold's write is the transaction's last statement, and its COMMIT goes with it
+                  // (PostTransactionInput.commitWithWrite), unless an approval is asked for after it or
+                  // the key's reservation may refuse once it answers (a daily cap).
+                  last: !awaiting && !(limited && reservationCanRefuse(principal)),
                 },
               );
             } else await before;

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "../../shared/db/knex.js";
-import { inOneFlight } from "../../shared/db/pipeline.js";
+import { CommittedBeforeFailure, commitWithThisFlight, inOneFlight } from "../../shared/db/pipeline.js";
 
 // Pooled connections run in pg's pipeline mode, and a transaction's BEGIN does not wait for its answer
 // (shared/db/pipeline.ts): statements asked for together go out before the first answer comes back.
@@ -135,5 +135,70 @@ describe("pipelined statements", () => {
     // The connection is whole afterwards: the next statements get their own answers.
     const [x, y] = await inOneFlight(db().raw("select 7 as v"), db().raw("select 8 as v"));
     expect([x.rows[0].v, y.rows[0].v]).toEqual([7, 8]);
+  });
+
+  it("send COMMIT with a transaction's last flight, in its write, and end as PostgreSQL answers it", async () => {
+    await db().raw("select 1");
+    const watch = await watchThePoolsConnection();
+    const key = `test:pipeline:${randomUUID()}`;
+    try {
+      const value = await db().transaction(async (trx) => {
+        const insert = trx("platform_settings").insert({ key, value: JSON.stringify({ probe: true }) });
+        expect(commitWithThisFlight(trx)).toBe(true);
+        await insert;
+        return "the handler's value";
+      });
+      expect(value).toBe("the handler's value");
+      // BEGIN, the insert and COMMIT in one socket write, before PostgreSQL answers any (three answers,
+      // one per statement); nothing is written after.
+      expect(watch.log.filter((entry) => entry !== "write")).toEqual([
+        "socket",
+        "answer",
+        "answer",
+        "answer",
+      ]);
+    } finally {
+      watch.stop();
+    }
+    expect(await db()("platform_settings").where({ key }).first()).toBeDefined();
+  });
+
+  it("roll back whole at an early COMMIT when a statement before it fails, with that statement's error", async () => {
+    const key = `test:pipeline:${randomUUID()}`;
+    const failed = await db()
+      .transaction(async (trx) => {
+        await trx("platform_settings").insert({ key, value: JSON.stringify({ probe: true }) });
+        const failing = trx.raw("select 1 / 0");
+        commitWithThisFlight(trx);
+        await failing;
+      })
+      .catch((error: unknown) => error as Error);
+    expect(failed).toBeInstanceOf(Error);
+    expect((failed as Error).message).toMatch(/division by zero/);
+    expect(await db()("platform_settings").where({ key }).first()).toBeUndefined();
+    const [x] = await inOneFlight(db().raw("select 7 as v"));
+    expect(x.rows[0].v).toBe(7);
+  });
+
+  it("refuse a statement asked for after the early COMMIT, and say the transaction committed regardless", async () => {
+    const key = `test:pipeline:${randomUUID()}`;
+    const failed = await db()
+      .transaction(async (trx) => {
+        const insert = trx("platform_settings").insert({ key, value: JSON.stringify({ probe: true }) });
+        commitWithThisFlight(trx);
+        await insert;
+        await trx.raw("select 2"); // too late: never run outside the transaction
+      })
+      .catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(CommittedBeforeFailure);
+    expect(String((failed as CommittedBeforeFailure).cause)).toMatch(/already complete/);
+    expect(await db()("platform_settings").where({ key }).first()).toBeDefined();
+  });
+
+  it("leave a savepoint's COMMIT to its transaction", async () => {
+    const sent = await db().transaction((trx) =>
+      trx.transaction(async (inner) => commitWithThisFlight(inner)),
+    );
+    expect(sent).toBe(false);
   });
 });

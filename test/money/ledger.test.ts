@@ -24,6 +24,8 @@ import {
   type LedgerReference,
   platformAccount,
   postTransaction,
+  retryTransient,
+  TakenSinceLock,
 } from "../../shared/money/ledger/ledger.js";
 import {
   accountsOwnedBy,
@@ -35,6 +37,7 @@ import {
   transactionEntries,
 } from "../../shared/money/ledger/store.js";
 import { buildAgent } from "../helpers/factories.js";
+import { waitFor } from "../helpers/processes.js";
 
 // Every test builds its own agents, so files and tests run in parallel on the shared database. The
 // platform accounts (revenue, chain clearing) are shared by everyone: tests read only the entries their
@@ -568,7 +571,7 @@ describe("ledger inside a caller's transaction", () => {
     expect(await balancesOf(buyer)).toEqual([40n, 60n, 0n, 0n]);
 
     await expect(holdFunds({ ...mv(buyer, 1n, "hold"), withWrite: async () => {} })).rejects.toThrow(
-      /withWrite and before need the caller's transaction/,
+      /withWrite, before and commitWithWrite need the caller's transaction/,
     );
   });
 
@@ -662,6 +665,149 @@ describe("ledger inside a caller's transaction", () => {
       ),
     ).rejects.toBeInstanceOf(HoldAlreadyResolvedError);
     expect(await balancesOf(buyer)).toEqual([75n, 0n, 0n, 0n]);
+  });
+
+  it("commits with its write when that is the caller's last statement, or rolls the caller back whole", async () => {
+    const [buyer] = (await agentIds(1)) as [string];
+    await creditDeposit(mv(buyer, 100n, "deposit"));
+    const setting = () => `test:ledger:${randomUUID()}`;
+
+    // Posted: the caller's earlier row and the post commit together, and the handler's value comes back.
+    const kept = setting();
+    const hold = mv(buyer, 30n, "hold");
+    const value = await db().transaction(async (trx) => {
+      await trx("platform_settings").insert({ key: kept, value: "{}" });
+      await holdFunds({ ...hold, commitWithWrite: true }, trx);
+      return "posted";
+    });
+    expect(value).toBe("posted");
+    expect(await db()("platform_settings").where({ key: kept }).first()).toBeDefined();
+    expect(await balancesOf(buyer)).toEqual([70n, 30n, 0n, 0n]);
+
+    // A withWrite statement that fails: rolled back at the COMMIT, the caller's row with it.
+    const lost = setting();
+    const failing = mv(buyer, 10n, "hold");
+    await expect(
+      db().transaction(async (trx) => {
+        await trx("platform_settings").insert({ key: lost, value: "{}" });
+        await holdFunds({ ...failing, commitWithWrite: true, withWrite: () => trx.raw("select 1 / 0") }, trx);
+      }),
+    ).rejects.toThrow(/division by zero/);
+    expect(await db()("platform_settings").where({ key: lost }).first()).toBeUndefined();
+    expect(await findTransactionByKey(db(), failing.idempotencyKey)).toBeUndefined();
+
+    // A replay writes nothing, so it sends no COMMIT: the caller may go on, and commits as usual.
+    const after = await db().transaction(async (trx) => {
+      const replayed = await holdFunds({ ...hold, commitWithWrite: true }, trx);
+      await trx.raw("select 1");
+      return replayed.replayed;
+    });
+    expect(after).toBe(true);
+    expect(await balancesOf(buyer)).toEqual([70n, 30n, 0n, 0n]);
+    await expect(holdFunds({ ...mv(buyer, 1n, "hold"), commitWithWrite: true })).rejects.toThrow(
+      /need the caller's transaction/,
+    );
+  });
+
+  it("a strict write raced since its lock rolls its caller back; run again, it replays or is told the hold is resolved", async () => {
+    const [buyer, seller] = (await agentIds(2)) as [string, string];
+    await creditDeposit(mv(buyer, 100n, "deposit"));
+    // The buyer's accounts, both held first by the post that goes first: the raced post's lock waits on
+    // them while holding none that the first needs.
+    const accounts = [
+      (await accountFor(buyer, "agent_available", "USDC")).id,
+      (await accountFor(buyer, "agent_held", "USDC")).id,
+    ];
+    const waitsForALock = async (pid: number) =>
+      (await db().raw("select wait_event_type from pg_stat_activity where pid = ?", [pid])).rows[0]
+        ?.wait_event_type === "Lock";
+    /**
+     * Runs `raced` (retried as a caller retries), whose first attempt's lock waits while `first` posts
+     * holding the buyer's accounts: that lock reads the ledger as it was before `first`
+     * committed, so its strict write meets what `first` wrote. Answers what each attempt met, and the end.
+     */
+    async function raceAfterTheLock(
+      first: (trx: Knex.Transaction) => Promise<unknown>,
+      raced: (trx: Knex.Transaction) => Promise<unknown>,
+    ) {
+      const met: string[] = [];
+      const pids: number[] = [];
+      const rows: string[] = [];
+      let end!: Promise<unknown>;
+      await db().transaction(async (trx) => {
+        await lockAccounts(trx, accounts);
+        end = retryTransient(() =>
+          db().transaction(async (own) => {
+            pids.push((await own.raw("select pg_backend_pid() as pid")).rows[0].pid);
+            rows.push(`test:ledger:${randomUUID()}`);
+            await own("platform_settings").insert({ key: rows.at(-1)!, value: "{}" });
+            return raced(own).then(
+              (result) => met.push("posted") && result,
+              (error: unknown) => {
+                met.push(error instanceof TakenSinceLock ? "taken since its lock" : (error as Error).name);
+                throw error;
+              },
+            );
+          }),
+        );
+        end.catch(() => undefined);
+        await waitFor(
+          "the raced post's lock to wait",
+          async () => pids.length > 0 && waitsForALock(pids[0]!),
+        );
+        await first(trx);
+      });
+      const ended = await end.then(
+        (value) => value,
+        (error: unknown) => error,
+      );
+      const kept = await db()("platform_settings").whereIn("key", rows).pluck("key");
+      /** committed: per attempt, whether the row it inserted is there. */
+      return { met, committed: rows.map((row) => kept.includes(row)), end: ended };
+    }
+
+    // The same key: the raced write rolls its caller back; run again, the post replays.
+    const hold = mv(buyer, 40n, "hold");
+    const sameKey = await raceAfterTheLock(
+      (trx) => holdFunds(hold, trx),
+      (trx) => holdFunds({ ...hold, commitWithWrite: true }, trx),
+    );
+    expect(sameKey.met).toEqual(["taken since its lock", "posted"]);
+    expect(sameKey.committed).toEqual([false, true]);
+    expect(sameKey.end).toMatchObject({
+      transactionId: (await findTransactionByKey(db(), hold.idempotencyKey))!.id,
+      replayed: true,
+    });
+    expect(await balancesOf(buyer)).toEqual([60n, 40n, 0n, 0n]);
+
+    // The same hold under two keys: the raced capture rolls back; run again, it is told the hold is resolved.
+    // Another hold keeps the held balance up, else the capture's lock would find it short and be told at once.
+    await holdFunds(mv(buyer, 40n, "hold"));
+    const expected = {
+      agentId: buyer,
+      currency: "USDC" as const,
+      amountMicros: 40n,
+      reference: hold.reference,
+    };
+    const sameHold = await raceAfterTheLock(
+      (trx) => releaseHold({ holdKey: hold.idempotencyKey, idempotencyKey: key("release") }, trx),
+      (trx) =>
+        captureHold(
+          {
+            holdKey: hold.idempotencyKey,
+            expected,
+            sellerAgentId: seller,
+            idempotencyKey: key("capture"),
+            commitWithWrite: true,
+          },
+          trx,
+        ),
+    );
+    expect(sameHold.met).toEqual(["taken since its lock", "HoldAlreadyResolvedError"]);
+    expect(sameHold.committed).toEqual([false, false]);
+    expect(sameHold.end).toBeInstanceOf(HoldAlreadyResolvedError);
+    expect(await balancesOf(buyer)).toEqual([60n, 40n, 0n, 0n]);
+    expect(await balancesOf(seller)).toEqual([0n, 0n, 0n, 0n]);
   });
 
   it("does not retry a caller's transaction: a deadlock reaches the caller, who decides", async () => {

@@ -36,6 +36,8 @@ export interface AgentMovement {
   withWrite?: () => Promise<unknown>;
   /** The caller's statements sent just before, whose flight the lock joins (PostTransactionInput.before). */
   before?: Promise<unknown>;
+  /** The movement's write is the caller's transaction's last statement (PostTransactionInput.commitWithWrite). */
+  commitWithWrite?: boolean;
 }
 
 /** Names a hold by its idempotency key; the hold fixes who pays, how much and in which currency. */
@@ -55,6 +57,8 @@ export interface HoldResolution {
   expected?: HeldFunds;
   /** The caller's statements sent just before, whose flight the lock joins (PostTransactionInput.before). */
   before?: Promise<unknown>;
+  /** The resolution's write is the caller's transaction's last statement (PostTransactionInput.commitWithWrite). */
+  commitWithWrite?: boolean;
 }
 
 /** How a capture splits: the platform's fee and the seller's part of what it captured, and what went back. */
@@ -106,6 +110,7 @@ function move(
       evidence: m.evidence,
       withWrite: m.withWrite,
       before: m.before,
+      commitWithWrite: m.commitWithWrite,
     },
     trx,
   );
@@ -208,6 +213,7 @@ export async function captureHold(
       },
       evidence: r.evidence?.(split),
       withWrite: r.withWrite,
+      commitWithWrite: r.commitWithWrite,
     },
     trx,
   );
@@ -232,6 +238,7 @@ export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Pr
       metadata: { ...r.metadata, hold_key: r.holdKey },
       evidence: r.evidence,
       withWrite: r.withWrite,
+      commitWithWrite: r.commitWithWrite,
     },
     trx,
   );

@@ -1,6 +1,6 @@
 import type { Knex } from "knex";
 import { db } from "../../db/knex.js";
-import { inOneFlight } from "../../db/pipeline.js";
+import { commitWithThisFlight, inOneFlight } from "../../db/pipeline.js";
 import { AppError } from "../../errors.js";
 import { formatUsdc } from "../../kernel/money.js";
 import { appendEvidence, namingTransaction, type PostEvidence } from "../evidence/store.js";
@@ -112,6 +112,16 @@ export interface PostTransactionInput {
    * locks (docs/payments.md "Ledger", locking).
    */
   withWrite?: () => Promise<unknown>;
+  /**
+   * The post's write (with withWrite's statements) is the last thing the caller's transaction sends: its
+   * COMMIT goes out in the write's flight (commitWithThisFlight), a round trip sooner, and the accounts'
+   * locks are held that much less. The write is then strict: a key or a hold taken since the lock (by a
+   * post that committed while this one waited) fails it instead of answering "taken", the COMMIT rolls the
+   * whole transaction back, and the post throws TakenSinceLock, which retryTransient runs again (the lock
+   * then sees the first post). Nothing of the caller's may follow the post in its transaction. A post that
+   * writes nothing (a replay, a refusal) sends no COMMIT: the caller's transaction ends as usual.
+   */
+  commitWithWrite?: boolean;
 }
 
 export interface PostResult {
@@ -125,6 +135,32 @@ export class HoldAlreadyResolvedError extends Error {
     super(`ledger hold ${holdTransactionId} is already captured or released`);
     this.name = "HoldAlreadyResolvedError";
   }
+}
+
+/**
+ * A strict write (commitWithWrite) met its key or its hold taken by a post that committed after this
+ * post's lock: the caller's transaction rolled back whole, and running it again replays or refuses as
+ * the lock then sees. Retryable (isRetryableDbError).
+ */
+export class TakenSinceLock extends Error {
+  constructor(
+    readonly idempotencyKey: string,
+    override readonly cause: unknown,
+  ) {
+    super(`ledger transaction ${idempotencyKey}: its key or its hold was taken since its lock`);
+    this.name = "TakenSinceLock";
+  }
+}
+
+/** The unique indexes a ledger write can meet: its key, and the hold it resolves (resolved once). */
+const TAKEN_CONSTRAINTS = new Set([
+  "ledger_transactions_idempotency_key",
+  "ledger_transactions_resolves_once",
+]);
+
+function isTaken(error: unknown): boolean {
+  const e = error as { code?: unknown; constraint?: unknown } | null;
+  return e?.code === "23505" && TAKEN_CONSTRAINTS.has(e.constraint as string);
 }
 
 /** Splits a captured amount: fee = floor(amount × 3 / 100) to the platform, the rest to the seller. */
@@ -175,9 +211,15 @@ export async function balances(
 const RETRYABLE_CODES = new Set(["40001", "40P01", "55P03"]);
 const MAX_ATTEMPTS = 5;
 
-/** True for serialization failures (40001), deadlocks (40P01) and NOWAIT refusals (55P03): safe to run again. */
+/**
+ * True for serialization failures (40001), deadlocks (40P01), NOWAIT refusals (55P03) and a strict write
+ * raced since its lock (TakenSinceLock): safe to run again.
+ */
 export function isRetryableDbError(error: unknown): boolean {
-  return RETRYABLE_CODES.has((error as { code?: unknown } | null)?.code as string);
+  return (
+    error instanceof TakenSinceLock ||
+    RETRYABLE_CODES.has((error as { code?: unknown } | null)?.code as string)
+  );
 }
 
 /** Runs a whole transaction again when isRetryableDbError, up to 5 attempts, with jittered pauses. */
@@ -220,7 +262,8 @@ export async function postTransaction(
 ): Promise<PostResult> {
   checkLegs(input);
   if (trx) return post(trx, input);
-  if (input.withWrite || input.before) throw new Error("withWrite and before need the caller's transaction");
+  if (input.withWrite || input.before || input.commitWithWrite)
+    throw new Error("withWrite, before and commitWithWrite need the caller's transaction");
   return retryTransient(() => db().transaction((own) => post(own, input)));
 }
 
@@ -284,8 +327,18 @@ async function postOnce(
     },
     entries,
     input.evidence,
+    { strict: input.commitWithWrite === true },
   );
-  const id = withWrite ? (await inOneFlight(write, withWrite()))[0] : await write;
+  const flight = withWrite ? inOneFlight(write, withWrite()).then(([id]) => id) : write;
+  if (input.commitWithWrite) {
+    commitWithThisFlight(q);
+    const id = await flight.catch((error: unknown) => {
+      throw isTaken(error) ? new TakenSinceLock(input.idempotencyKey, error) : error;
+    });
+    // A strict write that did not fail wrote its transaction.
+    return { transactionId: id!, replayed: false };
+  }
+  const id = await flight;
   if (id) return { transactionId: id, replayed: false };
   const first = await answerOfFirstPost(q, input);
   if (first) return first;

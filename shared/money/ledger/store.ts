@@ -363,8 +363,10 @@ export interface NewEntry {
  * balance_after) in one statement: the transaction's insert and the entries' are data-modifying CTEs
  * beside the balances' update, and all three happen only if the transaction row was inserted. It is not
  * when its key is already recorded or the hold it resolves is already resolved (ON CONFLICT DO NOTHING,
- * either unique index): then nothing is written and undefined comes back. The caller holds the accounts'
- * row locks and computed the balances under them.
+ * either unique index): then nothing is written and undefined comes back. Strict, it has no ON CONFLICT:
+ * either index fails the statement (23505), which aborts the caller's transaction; for a write whose
+ * COMMIT is already on its way (PostTransactionInput.commitWithWrite). The caller holds the accounts' row
+ * locks and computed the balances under them.
  *
  * Evidence of the movement, when given, is inserted by the same statement and on the same condition
  * (a fourth data-modifying CTE): a row whose source_ref is THIS_TRANSACTION gets the new transaction's
@@ -376,10 +378,12 @@ export async function writeTransaction(
   row: NewTransaction,
   entries: NewEntry[],
   evidence: PostEvidence[] = [],
+  options: { strict?: boolean } = {},
 ): Promise<string | undefined> {
   const finalBalance = new Map<string, bigint>();
   for (const e of entries) finalBalance.set(e.account_id, e.balance_after_micros);
-  const result = await preparedRaw(q, writeText(entries.length, finalBalance.size, evidence.length), [
+  const text = writeText(entries.length, finalBalance.size, evidence.length, options.strict === true);
+  const result = await preparedRaw(q, text, [
     row.kind,
     row.idempotency_key,
     row.reference_type,
@@ -402,8 +406,8 @@ export async function writeTransaction(
 /** writeTransaction's text per shape (entries, accounts, evidence rows): built once, not per post. */
 const writeTexts = new Map<string, string>();
 
-function writeText(entries: number, accounts: number, evidence: number): string {
-  const shape = `${entries}/${accounts}/${evidence}`;
+function writeText(entries: number, accounts: number, evidence: number, strict: boolean): string {
+  const shape = `${entries}/${accounts}/${evidence}/${strict}`;
   let sql = writeTexts.get(shape);
   if (!sql) {
     const entryRows = Array(entries).fill("(?::int, ?::uuid, ?::bigint, ?::bigint, ?::bigint)").join(", ");
@@ -411,8 +415,7 @@ function writeText(entries: number, accounts: number, evidence: number): string 
     sql = `with tx as (
        insert into ledger_transactions
          (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
-       values (?, ?, ?, ?, ?::uuid, ?::jsonb)
-       on conflict do nothing
+       values (?, ?, ?, ?, ?::uuid, ?::jsonb)${strict ? "" : "\n       on conflict do nothing"}
        returning id
      ),
      written as (
