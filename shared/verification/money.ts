@@ -1,7 +1,14 @@
 import type { Knex } from "knex";
 import { AppError } from "../errors.js";
 import { formatUsdc } from "../kernel/money.js";
-import { appendEvidence, captureHold, holdFunds, type NewEvidence, releaseHold } from "../money/index.js";
+import {
+  captureHold,
+  type HeldFunds,
+  holdFunds,
+  type PostEvidence,
+  releaseHold,
+  THIS_TRANSACTION,
+} from "../money/index.js";
 import type { OrderRow } from "./store/orders.js";
 
 // The money of a verification order (docs/verification.md "Money"). The platform is the seller: the hold
@@ -9,7 +16,9 @@ import type { OrderRow } from "./store/orders.js";
 // the 97/3 split as two revenue legs). Hold in the order's own transaction; capture when the probe ran,
 // whatever the verdict; release when it could not run through our fault. Every step is keyed by the
 // order id (one key per order, and a monitoring run is its own order), so a redelivered job never
-// charges twice, and each writes its evidence row in the same transaction as its ledger movement.
+// charges twice, and each writes its evidence rows with its ledger movement, in the movement's own
+// statement (PostTransactionInput.evidence). A capture or release names the hold by what the order's row
+// says it holds, and its lock checks that (HoldResolution.expected): no read of the hold first.
 
 export const orderHoldKey = (orderId: string) => `verification:hold:${orderId}`;
 const captureKey = (orderId: string) => `verification:capture:${orderId}`;
@@ -19,8 +28,8 @@ const SUBJECT = "verification_order";
 
 function evidence(
   order: Pick<OrderRow, "id" | "buyer_agent_id">,
-  e: Omit<NewEvidence, "agent_id" | "invocation_id" | "subject_type" | "subject_id" | "currency">,
-): NewEvidence {
+  e: Omit<PostEvidence, "agent_id" | "invocation_id" | "subject_type" | "subject_id" | "currency">,
+): PostEvidence {
   return {
     agent_id: order.buyer_agent_id,
     invocation_id: null,
@@ -31,16 +40,28 @@ function evidence(
   };
 }
 
-/** Holds the price in the caller's transaction; short funds → 402 saying how to fund, nothing written. */
+/** What the order's hold holds, by its row: the buyer's USDC, the order's price, for the order. */
+function expectedHold(order: Pick<OrderRow, "id" | "buyer_agent_id" | "price_micros">): HeldFunds {
+  return {
+    agentId: order.buyer_agent_id,
+    currency: "USDC",
+    amountMicros: BigInt(order.price_micros),
+    reference: { type: SUBJECT, id: order.id },
+  };
+}
+
+/**
+ * Holds the order's price in the caller's transaction, with its authorization evidence; short funds →
+ * 402 saying how to fund, nothing written.
+ */
 export async function holdForOrder(
   trx: Knex.Transaction,
-  order: Pick<OrderRow, "id" | "buyer_agent_id" | "api_key_id" | "protocol">,
-  priceMicros: bigint,
+  order: Pick<OrderRow, "id" | "buyer_agent_id" | "api_key_id" | "protocol" | "price_micros">,
   route: string,
 ): Promise<void> {
-  let posted: Awaited<ReturnType<typeof holdFunds>>;
+  const priceMicros = BigInt(order.price_micros);
   try {
-    posted = await holdFunds(
+    await holdFunds(
       {
         agentId: order.buyer_agent_id,
         currency: "USDC",
@@ -48,6 +69,15 @@ export async function holdForOrder(
         reference: { type: SUBJECT, id: order.id },
         idempotencyKey: orderHoldKey(order.id),
         metadata: { route, protocol: order.protocol },
+        evidence: [
+          evidence(order, {
+            state: "authorization",
+            source: "ledger_hold",
+            source_ref: THIS_TRANSACTION,
+            amount_micros: priceMicros,
+            details: { api_key_id: order.api_key_id, route, listed_price_micros: priceMicros.toString() },
+          }),
+        ],
       },
       trx,
     );
@@ -56,16 +86,6 @@ export async function holdForOrder(
       throw fundingNeeded(error, priceMicros);
     throw error;
   }
-  await appendEvidence(
-    trx,
-    evidence(order, {
-      state: "authorization",
-      source: "ledger_hold",
-      source_ref: posted.transactionId,
-      amount_micros: priceMicros,
-      details: { api_key_id: order.api_key_id, route, listed_price_micros: priceMicros.toString() },
-    }),
-  );
 }
 
 function fundingNeeded(error: AppError, priceMicros: bigint): AppError {
@@ -87,65 +107,71 @@ export async function captureForOrder(
   attestationId: string,
   verdict: string,
 ): Promise<void> {
-  const capture = await captureHold(
+  await captureHold(
     {
       holdKey: orderHoldKey(order.id),
+      expected: expectedHold(order),
       idempotencyKey: captureKey(order.id),
       sellerAgentId: null,
       metadata: { verification_order_id: order.id, attestation_id: attestationId },
+      evidence: (split) => [
+        evidence(order, {
+          state: "execution",
+          source: "verification_probe",
+          source_ref: attestationId,
+          amount_micros: null,
+          details: { verdict, protocol: order.protocol },
+        }),
+        evidence(order, {
+          state: "capture",
+          source: "ledger_capture",
+          source_ref: THIS_TRANSACTION,
+          amount_micros: split.capturedMicros,
+          details: {
+            attestation_id: attestationId,
+            paid_to: "platform_revenue",
+            platform_revenue_micros: (split.sellerMicros + split.feeMicros).toString(),
+            target_paid_micros: "0",
+          },
+        }),
+        evidence(order, {
+          state: "outcome",
+          source: "verification_order",
+          source_ref: order.id,
+          amount_micros: split.capturedMicros,
+          details: { status: "completed", verdict, attestation_id: attestationId },
+        }),
+      ],
     },
     trx,
   );
-  await appendEvidence(trx, [
-    evidence(order, {
-      state: "execution",
-      source: "verification_probe",
-      source_ref: attestationId,
-      amount_micros: null,
-      details: { verdict, protocol: order.protocol },
-    }),
-    evidence(order, {
-      state: "capture",
-      source: "ledger_capture",
-      source_ref: capture.transactionId,
-      amount_micros: capture.capturedMicros,
-      details: {
-        attestation_id: attestationId,
-        paid_to: "platform_revenue",
-        platform_revenue_micros: (capture.sellerMicros + capture.feeMicros).toString(),
-        target_paid_micros: "0",
-      },
-    }),
-    evidence(order, {
-      state: "outcome",
-      source: "verification_order",
-      source_ref: order.id,
-      amount_micros: capture.capturedMicros,
-      details: { status: "completed", verdict, attestation_id: attestationId },
-    }),
-  ]);
 }
 
 /** The probe could not run through our fault: the whole hold goes back, with refund evidence. */
 export async function releaseForOrder(trx: Knex.Transaction, order: OrderRow, reason: string): Promise<void> {
-  const released = await releaseHold(
-    { holdKey: orderHoldKey(order.id), idempotencyKey: releaseKey(order.id), metadata: { reason } },
+  await releaseHold(
+    {
+      holdKey: orderHoldKey(order.id),
+      expected: expectedHold(order),
+      idempotencyKey: releaseKey(order.id),
+      metadata: { reason },
+      evidence: [
+        evidence(order, {
+          state: "refund",
+          source: "ledger_release",
+          source_ref: THIS_TRANSACTION,
+          amount_micros: BigInt(order.price_micros),
+          details: { reason },
+        }),
+        evidence(order, {
+          state: "outcome",
+          source: "verification_order",
+          source_ref: order.id,
+          amount_micros: 0n,
+          details: { status: "not_run", reason },
+        }),
+      ],
+    },
     trx,
   );
-  await appendEvidence(trx, [
-    evidence(order, {
-      state: "refund",
-      source: "ledger_release",
-      source_ref: released.transactionId,
-      amount_micros: BigInt(order.price_micros),
-      details: { reason },
-    }),
-    evidence(order, {
-      state: "outcome",
-      source: "verification_order",
-      source_ref: order.id,
-      amount_micros: 0n,
-      details: { status: "not_run", reason },
-    }),
-  ]);
 }

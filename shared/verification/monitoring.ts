@@ -192,7 +192,7 @@ export async function processMonitoringRun(
           fingerprint: null,
           price_micros: VERIFICATION_PRICE_MICROS.toString(),
         });
-        await holdForOrder(trx, order, VERIFICATION_PRICE_MICROS, "monitoring_run");
+        await holdForOrder(trx, order, "monitoring_run");
         await updateSubscription(trx, subscription.id, { ran: true });
         return insertRun(trx, {
           subscription_id: subscription.id,

@@ -86,7 +86,7 @@ async function insertPaidOrder(row: NewOrder, route: string): Promise<OrderRow> 
     db().transaction(async (trx) => {
       await assertCustodyOpen(trx);
       const order = await insertOrderWithJob(trx, row);
-      await holdForOrder(trx, order, VERIFICATION_PRICE_MICROS, route);
+      await holdForOrder(trx, order, route);
       return order;
     }),
   );

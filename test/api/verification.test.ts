@@ -192,6 +192,18 @@ describe("orders: money", () => {
       .where({ subject_type: "verification_order", subject_id: res.body.order_id })
       .orderBy("created_at");
     expect(evidence.map((e) => e.state).sort()).toEqual(["authorization", "capture", "execution", "outcome"]);
+    // Written with their ledger movements: each names the transaction whose statement wrote it.
+    const posted = await db()("ledger_transactions")
+      .whereIn("idempotency_key", [
+        `verification:hold:${res.body.order_id}`,
+        `verification:capture:${res.body.order_id}`,
+      ])
+      .select("kind", "id");
+    const idOf = (kind: string) => posted.find((t) => t.kind === kind)?.id;
+    const refOf = (state: string) => evidence.find((e) => e.state === state)?.source_ref;
+    expect(refOf("authorization")).toBe(idOf("hold"));
+    expect(refOf("capture")).toBe(idOf("capture"));
+    expect(idOf("capture")).toBeDefined();
   });
 
   it("a failed probe (nothing listens) is charged exactly like any other: the test was delivered", async () => {
