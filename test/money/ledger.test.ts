@@ -707,6 +707,15 @@ describe("ledger inside a caller's transaction", () => {
     await expect(holdFunds({ ...mv(buyer, 1n, "hold"), commitWithWrite: true })).rejects.toThrow(
       /need the caller's transaction/,
     );
+
+    // In a savepoint the COMMIT is its transaction's: the post writes as usual, and the caller goes on.
+    const nested = mv(buyer, 5n, "hold");
+    await db().transaction(async (trx) => {
+      await trx.transaction((savepoint) => holdFunds({ ...nested, commitWithWrite: true }, savepoint));
+      await trx.raw("select 1");
+    });
+    expect(await findTransactionByKey(db(), nested.idempotencyKey)).toBeDefined();
+    expect(await balancesOf(buyer)).toEqual([65n, 35n, 0n, 0n]);
   });
 
   it("a strict write raced since its lock rolls its caller back; run again, it replays or is told the hold is resolved", async () => {

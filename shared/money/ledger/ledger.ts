@@ -119,7 +119,8 @@ export interface PostTransactionInput {
    * post that committed while this one waited) fails it instead of answering "taken", the COMMIT rolls the
    * whole transaction back, and the post throws TakenSinceLock, which retryTransient runs again (the lock
    * then sees the first post). Nothing of the caller's may follow the post in its transaction. A post that
-   * writes nothing (a replay, a refusal) sends no COMMIT: the caller's transaction ends as usual.
+   * writes nothing (a replay, a refusal) sends no COMMIT, nor one in a transaction that cannot send it
+   * early (a savepoint): the caller's transaction then ends as usual.
    */
   commitWithWrite?: boolean;
 }
@@ -315,6 +316,9 @@ async function postOnce(
     if (first) return first;
     throw refusal;
   }
+  // Sent at the end of this tick, behind the write and withWrite's statements (commitWithThisFlight);
+  // false when the caller's transaction cannot (a savepoint), which then commits as usual.
+  const commits = input.commitWithWrite === true && commitWithThisFlight(q);
   const write = writeTransaction(
     q,
     {
@@ -327,11 +331,10 @@ async function postOnce(
     },
     entries,
     input.evidence,
-    { strict: input.commitWithWrite === true },
+    { strict: commits },
   );
   const flight = withWrite ? inOneFlight(write, withWrite()).then(([id]) => id) : write;
-  if (input.commitWithWrite) {
-    commitWithThisFlight(q);
+  if (commits) {
     const id = await flight.catch((error: unknown) => {
       throw isTaken(error) ? new TakenSinceLock(input.idempotencyKey, error) : error;
     });
