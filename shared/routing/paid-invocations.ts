@@ -289,20 +289,21 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
 
 /**
  * On failure, in the transaction that records it: the whole hold goes back, with refund evidence;
- * withWrite as for holdForInvocation.
+ * withWrite and last as for holdForInvocation.
  */
 export async function releaseForFailure(
   trx: Knex.Transaction,
   invocation: PaidInvocation,
   holdMicros: bigint,
   error: InvocationError,
-  withWrite?: () => Promise<unknown>,
+  sent: { withWrite?: () => Promise<unknown>; last?: boolean } = {},
 ): Promise<void> {
   await releaseHold(
     {
       holdKey: holdKey(invocation.id),
       expected: expectedHold(invocation, holdMicros),
-      withWrite,
+      withWrite: sent.withWrite,
+      commitWithWrite: sent.last,
       idempotencyKey: releaseKey(invocation.id),
       metadata: { reason: error.code },
       evidence: [

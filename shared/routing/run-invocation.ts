@@ -115,7 +115,12 @@ export async function failInvocation(
       const row = await finishInvocation(trx, invocationId, { status: "failed", error: recorded });
       const held = row ? micros(row.hold_micros) : 0n;
       if (row && held > 0n) {
-        await releaseForFailure(trx, row, held, recorded, () => returnDailySpend(trx, row.id));
+        // Nothing follows the release of a buyer's hold here (an edge payment has no hold): its COMMIT
+        // goes with its write.
+        await releaseForFailure(trx, row, held, recorded, {
+          withWrite: () => returnDailySpend(trx, row.id),
+          last: row.agent_id !== null,
+        });
       }
       // An x402 call that failed is never settled: its payment is voided with that evidence.
       if (row && row.agent_id === null) await edge.recordFailed(trx, row.id, recorded);
