@@ -471,12 +471,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
             if (paid) {
               await holdForInvocation(
                 trx,
-                {
-                  id: invocationId,
-                  agent_id: row.agent_id,
-                  api_key_id: row.api_key_id,
-                  currency: row.currency,
-                },
+                row,
                 work.holdMicros,
                 {
                   listedPriceMicros: micros(work.listing.price_micros),
