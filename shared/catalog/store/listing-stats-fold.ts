@@ -9,27 +9,38 @@ export const ATTEMPT_BUCKET_SQL = `case when status <> 'succeeded' then -1 when 
 const FINAL = "status in ('succeeded', 'failed')";
 const PAID = "status = 'succeeded' and price_micros > 0 and currency = 'USDC'";
 
+/** Reads of the watermark before a fold gives up on a backend whose transaction it cannot date. */
+const WATERMARK_READS = 3;
+
 /**
  * The newest watermark a fold may use: every invocation or attempt created before it is committed (or
  * rolled back) and visible to the statements that follow. created_at and started_at are now() of the
  * writing transaction, its start, so a row still uncommitted was stamped no earlier than the start of
  * the oldest open transaction. Null when that cannot be known: an open transaction of another role
  * whose start this role may not see, or a prepared transaction.
+ *
+ * pg_locks is read live but pg_stat_activity from a snapshot, so a transaction that starts or ends while
+ * the statement runs can show as a lock with no start; that passes, so such a read is made again (with a
+ * fresh snapshot) before the fold gives up.
  */
 async function safeWatermark(trx: Knex.Transaction): Promise<Date | null> {
-  const result = await trx.raw(
-    `select least(clock_timestamp(),
-                  (select min(a.xact_start) from pg_stat_activity a
-                    where a.backend_type = 'client backend' and a.pid <> pg_backend_pid()
-                      and a.datname = current_database())) as watermark,
-            (select count(*) from pg_locks l join pg_stat_activity a on a.pid = l.pid
-              where l.locktype = 'virtualxid' and l.granted and a.pid <> pg_backend_pid()
-                and a.backend_type = 'client backend' and a.xact_start is null
-                and a.datname = current_database())
-          + (select count(*) from pg_prepared_xacts where database = current_database()) as unknown`,
-  );
-  const row = result.rows[0] as { watermark: Date; unknown: string };
-  return Number(row.unknown) > 0 ? null : row.watermark;
+  for (let read = 1; ; read++) {
+    const result = await trx.raw(
+      `select least(clock_timestamp(),
+                    (select min(a.xact_start) from pg_stat_activity a
+                      where a.backend_type = 'client backend' and a.pid <> pg_backend_pid()
+                        and a.datname = current_database())) as watermark,
+              (select count(*) from pg_locks l join pg_stat_activity a on a.pid = l.pid
+                where l.locktype = 'virtualxid' and l.granted and a.pid <> pg_backend_pid()
+                  and a.backend_type = 'client backend' and a.xact_start is null
+                  and a.datname = current_database())
+            + (select count(*) from pg_prepared_xacts where database = current_database()) as unknown`,
+    );
+    const row = result.rows[0] as { watermark: Date; unknown: string };
+    if (Number(row.unknown) === 0) return row.watermark;
+    if (read >= WATERMARK_READS) return null;
+    await trx.raw("select pg_stat_clear_snapshot()");
+  }
 }
 
 /**
