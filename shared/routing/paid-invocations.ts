@@ -199,6 +199,12 @@ export interface PaidSuccess {
    * with it (PostTransactionInput.commitWithWrite).
    */
   last?: boolean;
+  /**
+   * With last: the capture's or release's lock and write go out with `before`, without waiting for its
+   * answer (PostTransactionInput.oneFlight). Only when every statement of `before` and withWrite refuses
+   * by failing.
+   */
+  oneFlight?: boolean;
   attemptId: string;
   receiptId: string;
   /** The listing that served, its seller (null = first party) and its price: what is charged. */
@@ -238,6 +244,7 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
         before: s.before,
         withWrite: s.withWrite,
         commitWithWrite: s.last,
+        oneFlight: s.oneFlight,
         idempotencyKey: captureKey(s.invocation.id),
         sellerAgentId: s.sellerAgentId,
         captureMicros: s.priceMicros,
@@ -278,6 +285,7 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
         before: s.before,
         withWrite: s.withWrite,
         commitWithWrite: s.last,
+        oneFlight: s.oneFlight,
         idempotencyKey: releaseKey(s.invocation.id),
         metadata: { reason: "served_by_free_listing" },
         evidence: [execution, refund, outcome],

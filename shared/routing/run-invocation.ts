@@ -3,6 +3,7 @@ import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { db } from "../db/knex.js";
 import { sentAhead } from "../db/pipeline.js";
+import { refusalOf } from "../db/refusals.js";
 import { returnDailySpend, settleDailySpend } from "../identity/index.js";
 import { newTimeOrderedId } from "../kernel/ids.js";
 import { micros } from "../kernel/money.js";
@@ -12,7 +13,7 @@ import type { QueuePayload } from "../queues.js";
 import { type CallGate, openCall, releaseEarlyGate } from "./call-gate.js";
 import { offerCompletion } from "./completions.js";
 import type { LimitedListing } from "./listing-limits.js";
-import { chargeMicros, releaseForFailure, settleSuccess } from "./paid-invocations.js";
+import { chargeMicros, type PaidSuccess, releaseForFailure, settleSuccess } from "./paid-invocations.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -27,6 +28,7 @@ import {
   abandonExpiredAttempts,
   type CallTarget,
   claimRun,
+  ENDED_ELSEWHERE,
   finishAttempt,
   finishInvocation,
   type InvocationError,
@@ -88,7 +90,7 @@ export class RunInProgress extends Error {
   }
 }
 
-/** A paid success's record found the invocation already ended by another run: its capture stops. */
+/** A paid success's strict record found the invocation already ended by another run: its flight rolls back. */
 class EndedElsewhere extends Error {
   constructor() {
     super("another run already ended this invocation");
@@ -191,48 +193,67 @@ async function succeed(
             return id;
           }),
         )
-      : await retryTransient(() =>
-          db().transaction(async (trx) => {
-            paidSummary = undefined;
-            // The receipt is named here, so that the capture is asked for before the record answers:
-            // its lock goes out in one flight with the record (and the transaction's BEGIN), its write
-            // with the key's day of spend (shared/db/pipeline.ts). It goes on only when the record says
-            // this run ended the invocation; when another run had, nothing is written.
-            const receiptId = newTimeOrderedId();
-            const recording = recordSuccess(trx, { ...record, receiptId });
-            const ended = sentAhead(
-              recording.then((summary) => {
-                if (!summary) throw new EndedElsewhere();
-              }),
-            );
-            try {
-              await settleSuccess(trx, {
-                invocation,
-                before: ended,
-                withWrite: () => settleDailySpend(trx, invocation.id, price),
-                // Nothing follows the capture here: its COMMIT goes with its write.
-                last: true,
-                attemptId,
-                receiptId,
-                listingId: target.id,
-                sellerAgentId: target.seller_id,
-                priceMicros: price,
-                holdMicros: held,
-                providerEvidence: { ...result.evidence },
-              });
-            } catch (error) {
-              if (error instanceof EndedElsewhere) return undefined;
-              throw error;
-            }
-            paidSummary = await recording;
-            return receiptId;
-          }),
-        );
+      : await recordPaidSuccess(record, {
+          invocation,
+          attemptId,
+          listingId: target.id,
+          sellerAgentId: target.seller_id,
+          priceMicros: price,
+          holdMicros: held,
+          providerEvidence: { ...result.evidence },
+        }).then((committed) => {
+          paidSummary = committed?.summary;
+          return committed?.receiptId;
+        });
   recorded(receiptId);
   // Offered once the transaction has committed (a failed commit throws before this line).
   if (paidSummary) offerCompletion(paidSummary);
   if (edgePaymentId) await edge.settleAfterCommit(edgePaymentId);
   return receiptId ? "succeeded" : "already_finished";
+}
+
+/**
+ * A ledger-paid success: its record and its capture (or release) in one transaction, in one flight: the
+ * record, the capture's lock and write, the key's day of spend and the COMMIT go out together, and the
+ * transaction waits for no answer in between (PostTransactionInput.oneFlight; docs/benchmarks.md "The
+ * twenty-third round"). The receipt is named here so that the capture can be asked for before the record
+ * answers. The record is strict: when another run had already ended the invocation it fails, and the
+ * whole flight rolls back with it; then this attempt's success is recorded alone (its outcome and money
+ * are the other run's), as the record does outside a transaction. Answers the receipt and the summary
+ * the record committed, or undefined then.
+ */
+async function recordPaidSuccess(
+  record: SuccessRecord,
+  paid: Omit<PaidSuccess, "receiptId" | "before" | "withWrite" | "last" | "oneFlight">,
+): Promise<{ receiptId: string; summary: InvocationSummary } | undefined> {
+  try {
+    return await retryTransient(() =>
+      db().transaction(async (trx) => {
+        const receiptId = newTimeOrderedId();
+        const recording = recordSuccess(trx, { ...record, receiptId }, { strict: true });
+        const ended = sentAhead(
+          recording.catch((error: unknown) => {
+            throw refusalOf(error) === ENDED_ELSEWHERE ? new EndedElsewhere() : error;
+          }),
+        );
+        await settleSuccess(trx, {
+          ...paid,
+          receiptId,
+          before: ended,
+          withWrite: () => settleDailySpend(trx, paid.invocation.id, paid.priceMicros),
+          // Nothing follows the capture here: its COMMIT goes with its write, in the record's flight.
+          last: true,
+          oneFlight: true,
+        });
+        // A strict record that did not fail answered its summary.
+        return { receiptId, summary: (await recording)! };
+      }),
+    );
+  } catch (error) {
+    if (!(error instanceof EndedElsewhere)) throw error;
+    await recordSuccess(db(), record);
+    return undefined;
+  }
 }
 
 function callTimeoutMs(listing: Pick<CallTarget, "max_latency_ms">): number {

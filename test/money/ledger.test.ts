@@ -1018,9 +1018,29 @@ function* permutations<T>(items: T[]): Generator<T[]> {
   }
 }
 
-/** Runs one operation against the real ledger and reports its outcome. */
+/**
+ * Runs one operation against the real ledger and reports its outcome. Every other hold, capture and
+ * release is posted in one flight (PostTransactionInput.oneFlight) inside a caller's transaction, as a
+ * paid call's are, the others alone: the model holds both ways to the same serial orders.
+ */
 async function execute(model: Model, op: Op): Promise<Outcome> {
   const agent = (i: number) => model.agents[i]!;
+  const inFlightOrNot = <T>(
+    opKey: string,
+    post: (sent: { commitWithWrite?: true; oneFlight?: true }, trx?: Knex.Transaction) => Promise<T>,
+  ): Promise<T> =>
+    Number(opKey.split(":").at(-1)) % 2 === 0
+      ? retryTransient(() => db().transaction((trx) => post({ commitWithWrite: true, oneFlight: true }, trx)))
+      : post({});
+  const expectedOf = (holdKey: string) => {
+    const hold = model.state.holds.get(holdKey)!;
+    return {
+      agentId: agent(hold.agent),
+      currency: hold.cur,
+      amountMicros: hold.amount,
+      reference: { type: "model", id: model.tag },
+    };
+  };
   const movement = (o: { agent: number; cur: Currency; amount: bigint; key: string }) => ({
     agentId: agent(o.agent),
     currency: o.cur,
@@ -1035,7 +1055,7 @@ async function execute(model: Model, op: Op): Promise<Outcome> {
         result = await creditDeposit(movement(op));
         break;
       case "hold":
-        result = await holdFunds(movement(op));
+        result = await inFlightOrNot(op.key, (sent, trx) => holdFunds({ ...movement(op), ...sent }, trx));
         break;
       case "bond":
         result = await postBond(movement(op));
@@ -1058,14 +1078,29 @@ async function execute(model: Model, op: Op): Promise<Outcome> {
         break;
       }
       case "capture":
-        result = await captureHold({
-          holdKey: op.hold,
-          sellerAgentId: op.seller === null ? null : agent(op.seller),
-          idempotencyKey: op.key,
-        });
+        result = await inFlightOrNot(op.key, (sent, trx) =>
+          captureHold(
+            {
+              holdKey: op.hold,
+              sellerAgentId: op.seller === null ? null : agent(op.seller),
+              idempotencyKey: op.key,
+              ...(trx ? { ...sent, expected: expectedOf(op.hold) } : {}),
+            },
+            trx,
+          ),
+        );
         break;
       case "release":
-        result = await releaseHold({ holdKey: op.hold, idempotencyKey: op.key });
+        result = await inFlightOrNot(op.key, (sent, trx) =>
+          releaseHold(
+            {
+              holdKey: op.hold,
+              idempotencyKey: op.key,
+              ...(trx ? { ...sent, expected: expectedOf(op.hold) } : {}),
+            },
+            trx,
+          ),
+        );
         break;
     }
     model.transactionIds.add(result.transactionId);

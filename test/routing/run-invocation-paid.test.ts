@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ListingRow } from "../../shared/catalog/store/listings.js";
 import { closeDb, db } from "../../shared/db/knex.js";
-import { holdFunds } from "../../shared/money/ledger/flows.js";
+import { holdFunds, releaseHold } from "../../shared/money/ledger/flows.js";
 import { balances } from "../../shared/money/ledger/ledger.js";
 import { closeQueues } from "../../shared/queues.js";
-import { holdKey } from "../../shared/routing/paid-invocations.js";
+import { holdKey, releaseKey } from "../../shared/routing/paid-invocations.js";
 import type { InvocationRow } from "../../shared/routing/store/invocations.js";
 import { processExecution } from "../../workers/executions.js";
 import { buildAgent, buildListing, insertInvocation, type TestAgent } from "../helpers/factories.js";
@@ -98,6 +98,41 @@ describe("paid invocations in the worker", () => {
     const evidence = await db()("payment_evidence").where({ invocation_id: invocation.id }).select("state");
     // The authorization row is the API's (this test holds directly); the worker adds the rest, once.
     expect(evidence.map((e) => e.state).sort()).toEqual(["capture", "execution", "outcome"]);
+  });
+
+  it("a success whose invocation another run ended meanwhile records its attempt alone: no capture, no receipt", async () => {
+    // While the seller answers, the invocation is ended elsewhere, its hold released (as a recovery that
+    // gave up on the run would) or, to show that the record alone stops the capture, left held: the
+    // success's record, sent in one flight with its capture and the COMMIT, fails, and the flight rolls
+    // back whole; the attempt's success is then recorded on its own.
+    for (const releasedElsewhere of [true, false]) {
+      let invocationId = "";
+      const s = await sellerAt(async (_c, res) => {
+        await db()("invocations")
+          .where({ id: invocationId })
+          .update({ status: "failed", completed_at: db().fn.now() });
+        if (releasedElsewhere)
+          await releaseHold({ holdKey: holdKey(invocationId), idempotencyKey: releaseKey(invocationId) });
+        json(res, 200, { success: true, output: {} });
+      });
+      const listing = await buildListing({ endpointUrl: s.url, price: 0.2, sellerId: seller.agentId });
+      const { buyer, invocation } = await paidInvocation([listing], 200_000n);
+      invocationId = invocation.id;
+      expect(await processExecution({ invocation_id: invocation.id })).toBe("already_finished");
+      expect(s.calls).toHaveLength(1);
+      expect(await ledgerKinds(invocation.id)).toEqual(releasedElsewhere ? ["hold", "release"] : ["hold"]);
+      expect(await db()("receipts").where({ invocation_id: invocation.id })).toHaveLength(0);
+      expect(await balances(buyer.agentId, "USDC")).toMatchObject(
+        releasedElsewhere ? { available: 1_000_000n, held: 0n } : { available: 800_000n, held: 200_000n },
+      );
+      expect(await db()("invocations").where({ id: invocation.id }).first()).toMatchObject({
+        status: "failed",
+      });
+      const attempts = await db()("invocation_attempts").where({ invocation_id: invocation.id });
+      expect(attempts.map((a) => a.status)).toEqual(["succeeded"]);
+      const evidence = await db()("payment_evidence").where({ invocation_id: invocation.id }).pluck("state");
+      expect(evidence).not.toContain("capture");
+    }
   });
 
   it("a failed paid invocation is released once, however often it is run again", async () => {

@@ -38,6 +38,8 @@ export interface AgentMovement {
   before?: Promise<unknown>;
   /** The movement's write is the caller's transaction's last statement (PostTransactionInput.commitWithWrite). */
   commitWithWrite?: boolean;
+  /** The movement waits for no answer (PostTransactionInput.oneFlight). */
+  oneFlight?: boolean;
 }
 
 /** Names a hold by its idempotency key; the hold fixes who pays, how much and in which currency. */
@@ -59,6 +61,8 @@ export interface HoldResolution {
   before?: Promise<unknown>;
   /** The resolution's write is the caller's transaction's last statement (PostTransactionInput.commitWithWrite). */
   commitWithWrite?: boolean;
+  /** The resolution waits for no answer (PostTransactionInput.oneFlight). */
+  oneFlight?: boolean;
 }
 
 /** How a capture splits: the platform's fee and the seller's part of what it captured, and what went back. */
@@ -111,6 +115,7 @@ function move(
       withWrite: m.withWrite,
       before: m.before,
       commitWithWrite: m.commitWithWrite,
+      oneFlight: m.oneFlight,
     },
     trx,
   );
@@ -214,6 +219,7 @@ export async function captureHold(
       evidence: r.evidence?.(split),
       withWrite: r.withWrite,
       commitWithWrite: r.commitWithWrite,
+      oneFlight: r.oneFlight,
     },
     trx,
   );
@@ -239,6 +245,7 @@ export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Pr
       evidence: r.evidence,
       withWrite: r.withWrite,
       commitWithWrite: r.commitWithWrite,
+      oneFlight: r.oneFlight,
     },
     trx,
   );

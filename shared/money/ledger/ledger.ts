@@ -1,6 +1,7 @@
 import type { Knex } from "knex";
 import { db } from "../../db/knex.js";
 import { commitWithThisFlight, inOneFlight } from "../../db/pipeline.js";
+import { refusalOf } from "../../db/refusals.js";
 import { AppError } from "../../errors.js";
 import { formatUsdc } from "../../kernel/money.js";
 import { appendEvidence, namingTransaction, type PostEvidence } from "../evidence/store.js";
@@ -14,6 +15,8 @@ import {
   findTransactionByKey,
   getOrCreateAccount,
   type HoldNaming,
+  IN_FLIGHT_REFUSALS,
+  type InFlightResolves,
   isResolved,
   type LedgerAccountRow,
   type LedgerEntryView,
@@ -26,6 +29,7 @@ import {
   type TransactionKind,
   transactionEntries,
   writeTransaction,
+  writeTransactionInFlight,
 } from "./store.js";
 
 export type {
@@ -123,6 +127,17 @@ export interface PostTransactionInput {
    * early (a savepoint): the caller's transaction then ends as usual.
    */
   commitWithWrite?: boolean;
+  /**
+   * With commitWithWrite, the post waits for no answer: its lock, its write, withWrite's statements and
+   * the COMMIT go out in `before`'s flight, and the write reads the locked balances and checks the post's
+   * rules itself (writeTransactionInFlight). Only for a caller whose `before` and withWrite statements
+   * refuse by failing, never by their answer: everything in the flight commits unless a statement of it
+   * fails. When the write meets what only the two-step post answers (a refusal, a replay, an account on
+   * first use, a hold not as expected), it fails instead, the caller's transaction rolls back whole, and
+   * the post throws FlightDeclined (retryable): run again, the same post takes two steps and answers it.
+   * In a transaction that cannot send its COMMIT early (a savepoint) the post takes two steps at once.
+   */
+  oneFlight?: boolean;
 }
 
 export interface PostResult {
@@ -151,6 +166,36 @@ export class TakenSinceLock extends Error {
     super(`ledger transaction ${idempotencyKey}: its key or its hold was taken since its lock`);
     this.name = "TakenSinceLock";
   }
+}
+
+/**
+ * A post sent in one flight (PostTransactionInput.oneFlight) met what only the two-step post answers, or
+ * its key or its hold taken: the caller's transaction rolled back whole. Retryable (isRetryableDbError);
+ * the attempt run again posts in two steps (twoStepNext).
+ */
+export class FlightDeclined extends Error {
+  constructor(
+    readonly idempotencyKey: string,
+    override readonly cause: unknown,
+  ) {
+    super(
+      `ledger transaction ${idempotencyKey}, sent in one flight, was declined: ${(cause as Error)?.message ?? String(cause)}`,
+    );
+    this.name = "FlightDeclined";
+  }
+}
+
+/**
+ * Keys whose post in one flight was declined: the caller's next attempt of it (retryTransient, in this
+ * process) takes two steps, which answers the refusal, the replay or the hold as it is. A hint only, so
+ * bounded: a key dropped from it makes its next attempt try one flight again, and be declined again.
+ */
+const twoStepNext = new Set<string>();
+const TWO_STEP_HINTS = 1000;
+
+function postInTwoStepsNext(idempotencyKey: string): void {
+  if (twoStepNext.size >= TWO_STEP_HINTS) twoStepNext.delete(twoStepNext.values().next().value!);
+  twoStepNext.add(idempotencyKey);
 }
 
 /** The unique indexes a ledger write can meet: its key, and the hold it resolves (resolved once). */
@@ -213,12 +258,14 @@ const RETRYABLE_CODES = new Set(["40001", "40P01", "55P03"]);
 const MAX_ATTEMPTS = 5;
 
 /**
- * True for serialization failures (40001), deadlocks (40P01), NOWAIT refusals (55P03) and a strict write
- * raced since its lock (TakenSinceLock): safe to run again.
+ * True for serialization failures (40001), deadlocks (40P01), NOWAIT refusals (55P03), a strict write
+ * raced since its lock (TakenSinceLock) and a post declined in one flight (FlightDeclined): safe to run
+ * again.
  */
 export function isRetryableDbError(error: unknown): boolean {
   return (
     error instanceof TakenSinceLock ||
+    error instanceof FlightDeclined ||
     RETRYABLE_CODES.has((error as { code?: unknown } | null)?.code as string)
   );
 }
@@ -262,6 +309,7 @@ export async function postTransaction(
   trx?: Knex.Transaction,
 ): Promise<PostResult> {
   checkLegs(input);
+  if (input.oneFlight && !input.commitWithWrite) throw new Error("oneFlight needs commitWithWrite");
   if (trx) return post(trx, input);
   if (input.withWrite || input.before || input.commitWithWrite)
     throw new Error("withWrite, before and commitWithWrite need the caller's transaction");
@@ -295,6 +343,8 @@ async function postOnce(
   asked: PostTransactionInput,
   withWrite: (() => Promise<unknown>) | undefined,
 ): Promise<PostResult> {
+  if (asked.oneFlight && !twoStepNext.delete(asked.idempotencyKey) && commitWithThisFlight(q))
+    return postInOneFlight(q, asked, withWrite);
   const locking = lockLegAccounts(q, asked);
   const locked = asked.before ? (await inOneFlight(asked.before, locking))[1] : await locking;
   // A hold named by key is resolved by id from here on: the lock's statement read it.
@@ -346,6 +396,68 @@ async function postOnce(
   const first = await answerOfFirstPost(q, input);
   if (first) return first;
   throw new Error(`ledger transaction ${input.idempotencyKey} met a unique index, but nothing holds it`);
+}
+
+/**
+ * One round trip for the whole post (PostTransactionInput.oneFlight), its COMMIT already asked for: the
+ * lock, the write that reads the locked balances, withWrite's statements, behind `before`'s. The first
+ * failure in that order is the answer; a write that refused, or met its key or its hold taken, declines
+ * the post (FlightDeclined), and the caller's next attempt posts in two steps.
+ */
+async function postInOneFlight(
+  q: Knex.Transaction,
+  input: PostTransactionInput,
+  withWrite: (() => Promise<unknown>) | undefined,
+): Promise<PostResult> {
+  const refs = [...new Map(input.legs.map((leg) => [refName(leg.account), leg.account])).values()];
+  const statements: Promise<unknown>[] = input.before ? [input.before] : [];
+  // In this order: the lock is asked for first, so it runs first, and the write sees its rows locked.
+  statements.push(lockAccountRefs(q, refs));
+  const writing = (async () => {
+    try {
+      return await writeTransactionInFlight(
+        q,
+        {
+          kind: input.kind,
+          idempotency_key: input.idempotencyKey,
+          reference_type: input.reference?.type ?? null,
+          reference_id: input.reference?.id ?? null,
+          metadata: input.metadata ?? {},
+        },
+        input.legs,
+        resolvesInFlight(input),
+        input.evidence,
+      );
+    } catch (error) {
+      const refusal = refusalOf(error);
+      if (!isTaken(error) && !(refusal && Object.values(IN_FLIGHT_REFUSALS).includes(refusal as never)))
+        throw error;
+      postInTwoStepsNext(input.idempotencyKey);
+      throw new FlightDeclined(input.idempotencyKey, error);
+    }
+  })();
+  statements.push(writing);
+  if (withWrite) statements.push(withWrite());
+  const answers = await inOneFlight(...statements);
+  return { transactionId: answers[input.before ? 2 : 1] as string, replayed: false };
+}
+
+/** How a post in one flight names the hold it resolves: by key with what it holds, by id, or none. */
+function resolvesInFlight(input: PostTransactionInput): InFlightResolves {
+  if (input.resolvesHold) {
+    const { key, expected } = input.resolvesHold;
+    return {
+      key,
+      expected: {
+        owner: expected.agentId,
+        currency: expected.currency,
+        amountMicros: expected.amountMicros,
+        referenceType: expected.reference?.type ?? null,
+        referenceId: expected.reference?.id ?? null,
+      },
+    };
+  }
+  return input.resolves ? { id: input.resolves } : null;
 }
 
 /**

@@ -418,17 +418,33 @@ function writeText(entries: number, accounts: number, evidence: number, strict: 
        values (?, ?, ?, ?, ?::uuid, ?::jsonb)${strict ? "" : "\n       on conflict do nothing"}
        returning id
      ),
-     written as (
+     ${writtenWithTx(
+       `select tx.id, e.account_id, e.amount, e.before, e.after
+         from tx cross join (values ${entryRows}) as e (ord, account_id, amount, before, after)
+        order by e.ord`,
+       `update ledger_accounts a set balance_micros = b.balance
+         from (values ${balanceRows}) as b (id, balance), tx
+        where a.id = b.id`,
+       evidence,
+     )}
+     select id from tx`;
+    writeTexts.set(shape, sql);
+  }
+  return sql;
+}
+
+/**
+ * The CTEs that follow a write's `tx` (the transaction's insert): its entries (`entries` selects them,
+ * in order), the balances (`balances` updates them) and its evidence; each writes only if `tx` has a row.
+ */
+function writtenWithTx(entries: string, balances: string, evidence: number): string {
+  return `written as (
        insert into ledger_entries
          (transaction_id, account_id, amount_micros, balance_before_micros, balance_after_micros)
-       select tx.id, e.account_id, e.amount, e.before, e.after
-         from tx cross join (values ${entryRows}) as e (ord, account_id, amount, before, after)
-        order by e.ord
+       ${entries}
      ),
      balances as (
-       update ledger_accounts a set balance_micros = b.balance
-         from (values ${balanceRows}) as b (id, balance), tx
-        where a.id = b.id
+       ${balances}
      )${
        evidence > 0
          ? `,
@@ -436,9 +452,169 @@ function writeText(entries: number, accounts: number, evidence: number, strict: 
        ${insertWithTransaction(evidence)}
      )`
          : ""
-     }
-     select id from tx`;
-    writeTexts.set(shape, sql);
+     }`;
+}
+
+/** How a post written in one flight names the hold it resolves (none for a hold itself). */
+export type InFlightResolves =
+  | null
+  | { id: string }
+  | {
+      key: string;
+      /** What the caller's records say the hold holds: the write goes on only when it holds exactly that. */
+      expected: {
+        owner: string;
+        currency: Currency;
+        amountMicros: bigint;
+        referenceType: string | null;
+        referenceId: string | null;
+      };
+    };
+
+/**
+ * Why a write sent in one flight refused to write (its refuse_unless reason): each is something the
+ * two-step post answers itself, after its lock (ledger.ts postOnce), so the caller's transaction runs again
+ * and its post takes two steps.
+ */
+export const IN_FLIGHT_REFUSALS = {
+  /** A leg's account does not exist yet (first use: the two-step post creates it). */
+  accountMissing: "ledger: an account of the post does not exist",
+  /** The legs' accounts are in more than one currency (a programming error, told by the two-step post). */
+  currencies: "ledger: the accounts of the post are in more than one currency",
+  /** A leg would take an account below zero (PAYMENT_REQUIRED, or a replay, as the two-step post finds). */
+  shortFunds: "ledger: a leg would take an account below zero",
+  /** The hold named by key is not there, or holds something else than the caller expected. */
+  holdNotAsExpected: "ledger: the hold is not what its caller expected",
+} as const;
+
+/**
+ * Writes a transaction whose balances the statement reads itself, for a post sent in one flight with its
+ * lock (the accounts' FOR UPDATE, the statement just before it in the same transaction: this statement's
+ * snapshot, taken after that lock was granted, holds the locked rows' latest balances). It computes each
+ * entry's running balance, checks every rule the two-step post checks in ledger.ts (every account there,
+ * one currency, no account that may not go negative taken below zero, the hold as expected) and writes
+ * like writeTransaction, strictly: a key or a hold already taken fails it (23505). A rule broken fails it
+ * too, by refuse_unless with one of IN_FLIGHT_REFUSALS, so that nothing behind it in its flight commits.
+ */
+export async function writeTransactionInFlight(
+  q: Db,
+  row: Omit<NewTransaction, "resolves_transaction_id">,
+  legs: { account: AccountRef; amountMicros: bigint }[],
+  resolves: InFlightResolves,
+  evidence: PostEvidence[] = [],
+): Promise<string> {
+  const bindings: Knex.RawBinding[] = [];
+  const legShapes: string[] = [];
+  legs.forEach((leg, ord) => {
+    bindings.push(ord);
+    const account = leg.account;
+    if ("id" in account) {
+      legShapes.push("i");
+      bindings.push(account.id);
+    } else {
+      legShapes.push(account.owner === null ? "p" : "o");
+      bindings.push(account.kind, account.currency, ...(account.owner === null ? [] : [account.owner]));
+    }
+    bindings.push(leg.amountMicros.toString());
+  });
+  const resolvesShape = resolves === null ? "none" : "id" in resolves ? "id" : "key";
+  if (resolves && "key" in resolves) {
+    const e = resolves.expected;
+    bindings.push(
+      resolves.key,
+      e.amountMicros.toString(),
+      e.owner,
+      e.currency,
+      e.referenceType,
+      e.referenceId,
+    );
+  }
+  bindings.push(
+    row.kind,
+    row.idempotency_key,
+    row.reference_type,
+    row.reference_id,
+    ...(resolves && "id" in resolves ? [resolves.id] : []),
+    JSON.stringify(row.metadata),
+    ...insertWithTransactionValues(evidence),
+  );
+  const text = inFlightText(legShapes, resolvesShape, evidence.length);
+  const result = await preparedRaw(q, text, bindings);
+  return result.rows[0].id;
+}
+
+/** writeTransactionInFlight's text per shape (how each leg names its account, the hold, evidence rows). */
+const inFlightTexts = new Map<string, string>();
+
+function inFlightText(legShapes: string[], resolves: "none" | "id" | "key", evidence: number): string {
+  const shape = `${legShapes.join("")}/${resolves}/${evidence}`;
+  let sql = inFlightTexts.get(shape);
+  if (!sql) {
+    const account = (leg: string) =>
+      leg === "i"
+        ? "?::uuid"
+        : `(select id from ledger_accounts where kind = ? and currency = ? and owner_agent_id ${
+            leg === "p" ? "is null" : "= ?::uuid"
+          })`;
+    const legRows = legShapes.map((leg) => `(?::int, ${account(leg)}, ?::bigint)`).join(", ");
+    const r = IN_FLIGHT_REFUSALS;
+    // A hold named by key, read with its held entry; the verdict holds it to what the caller expects.
+    const hold =
+      resolves === "key"
+        ? `,
+     hold as (
+       select t.id, t.reference_type, t.reference_id, h.amount_micros, h.owner_agent_id, h.currency
+         from ledger_transactions t ${HELD_ENTRY}
+        where t.idempotency_key = ? and t.kind = 'hold'
+     )`
+        : "";
+    const holdRule =
+      resolves === "key"
+        ? `
+         when not exists (
+           select 1 from hold
+            where amount_micros = ?::bigint and owner_agent_id = ?::uuid and currency = ?
+              and reference_type is not distinct from ?::text and reference_id is not distinct from ?::text
+         ) then '${r.holdNotAsExpected}'`
+        : "";
+    const resolvesValue =
+      resolves === "none" ? "null::uuid" : resolves === "id" ? "?::uuid" : "(select id from hold)";
+    sql = `with leg (ord, account_id, amount) as (
+       values ${legRows}
+     ),
+     run as (
+       select leg.ord, leg.account_id, leg.amount, a.currency, a.allow_negative,
+              a.balance_micros + coalesce(sum(leg.amount) over (
+                partition by leg.account_id order by leg.ord rows between unbounded preceding and 1 preceding
+              ), 0)::bigint as before
+         from leg join ledger_accounts a on a.id = leg.account_id
+     )${hold},
+     verdict as (
+       select case
+         when (select count(*) from run) <> ${legShapes.length} then '${r.accountMissing}'
+         when (select count(distinct currency) from run) <> 1 then '${r.currencies}'
+         when exists (select 1 from run where before + amount < 0 and not allow_negative) then '${r.shortFunds}'${holdRule}
+       end as refused
+     ),
+     tx as (
+       insert into ledger_transactions
+         (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
+       select ?, ?, ?, ?, ${resolvesValue}, ?::jsonb
+        where (select refused from verdict) is null
+       returning id
+     ),
+     ${writtenWithTx(
+       `select tx.id, run.account_id, run.amount, run.before, run.before + run.amount
+         from tx cross join run
+        order by run.ord`,
+       `update ledger_accounts a set balance_micros = a.balance_micros + d.delta
+         from (select account_id, sum(amount)::bigint as delta from run group by account_id) d, tx
+        where a.id = d.account_id`,
+       evidence,
+     )}
+     select (select id from tx) as id
+      where refuse_unless((select refused from verdict) is null, (select refused from verdict))`;
+    inFlightTexts.set(shape, sql);
   }
   return sql;
 }

@@ -604,8 +604,14 @@ export interface SuccessRecord {
   receiptId?: string;
 }
 
-/** recordSuccess's two texts, without and with the runtime proof's update. */
-function successSql(proveListing: boolean): string {
+/** Why a strict recordSuccess failed (its refuse_unless reason): another run had already ended the invocation. */
+export const ENDED_ELSEWHERE = "routing: another run already ended the invocation";
+
+/**
+ * recordSuccess's texts, without and with the runtime proof's update; strict, the statement fails
+ * (ENDED_ELSEWHERE) instead of answering no row.
+ */
+function successSql(proveListing: boolean, strict: boolean): string {
   const proof = proveListing
     ? `, proof as (
        update listings set last_success_at = now()
@@ -613,7 +619,7 @@ function successSql(proveListing: boolean): string {
           and (last_success_at is null or last_success_at < now() - interval '1 minute')
      )`
     : "";
-  return `with att as (
+  const ctes = `with att as (
        update invocation_attempts
           set status = 'succeeded', http_status = ?, latency_ms = ?, finished_at = now()
         where id = ? and status = 'running'
@@ -627,15 +633,27 @@ function successSql(proveListing: boolean): string {
        insert into receipts (id, invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
        select coalesce(?::uuid, time_ordered_uuid()), id, agent_id, ?, ?, currency, ?::jsonb from inv
        returning id, amount_micros
-     )${proof}
-     select inv.*, rec.id as receipt_id, rec.amount_micros as receipt_amount_micros,
+     )${proof}`;
+  const summary = `select inv.*, rec.id as receipt_id, rec.amount_micros as receipt_amount_micros,
             l.name as listing_name, l.slug as listing_slug,
             (select count(*)::int from invocation_attempts a where a.invocation_id = inv.id) as attempt_count,
             ?::int as served_latency_ms
        from inv cross join rec
        left join listings l on l.id = inv.served_listing_id`;
+  // Strict, the summary is joined to a row that is always there, so that its absence can fail the statement.
+  return strict
+    ? `${ctes}
+     select s.* from (select 1) as one left join (${summary}) as s on true
+      where refuse_unless(s.id is not null, '${ENDED_ELSEWHERE}')`
+    : `${ctes}
+     ${summary}`;
 }
-const SUCCESS_SQL = { plain: successSql(false), proving: successSql(true) };
+const SUCCESS_SQL = {
+  plain: successSql(false, false),
+  proving: successSql(true, false),
+  strictPlain: successSql(false, true),
+  strictProving: successSql(true, true),
+};
 
 /**
  * Records a successful call in one atomic statement: the attempt (only if still running), the
@@ -643,10 +661,22 @@ const SUCCESS_SQL = { plain: successSql(false), proving: successSql(true) };
  * invocation's price, and, when asked, the listing's runtime proof (last_success_at, refreshed at most
  * once a minute). Answers the invocation's summary as the statement left it — the row
  * findInvocationSummary reads, without a second round trip — or undefined when another run had already
- * ended it.
+ * ended it. Strict, that last case fails the statement instead (refuse_unless, ENDED_ELSEWHERE), writing
+ * nothing: for a record sent in one flight with the capture that follows it (run-invocation.ts).
  */
-export async function recordSuccess(q: Db, s: SuccessRecord): Promise<InvocationSummary | undefined> {
-  const result = await preparedRaw(q, s.proveListing ? SUCCESS_SQL.proving : SUCCESS_SQL.plain, [
+export async function recordSuccess(
+  q: Db,
+  s: SuccessRecord,
+  options: { strict?: boolean } = {},
+): Promise<InvocationSummary | undefined> {
+  const text = options.strict
+    ? s.proveListing
+      ? SUCCESS_SQL.strictProving
+      : SUCCESS_SQL.strictPlain
+    : s.proveListing
+      ? SUCCESS_SQL.proving
+      : SUCCESS_SQL.plain;
+  const result = await preparedRaw(q, text, [
     s.httpStatus,
     s.latencyMs,
     s.attemptId,
