@@ -27,7 +27,7 @@ export {
 } from "./schemas.js";
 export { changeListing, publishListing, retireOwnListing, sellerStatus } from "./seller.js";
 export { downgradeStake, postStake, releaseStake, stakeView } from "./stake.js";
-export { CATALOG_GENERATION_SQL, catalogUnmoved } from "./store/generation.js";
+export { CATALOG_GENERATION_SQL, CATALOG_MOVED, catalogUnmoved } from "./store/generation.js";
 export { activeListingIdsAfter, recordProbe } from "./store/health-probes.js";
 export type { ListingSearch } from "./store/listing-search.js";
 export { searchListings } from "./store/listing-search.js";

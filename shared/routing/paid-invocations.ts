@@ -75,14 +75,21 @@ function evidence(
  * refusal (PostTransactionInput.withWrite). before: the caller's statements sent just before (the
  * invocation's insert among them), whose flight the hold's lock joins (PostTransactionInput.before).
  * last: the hold's write is the last statement of the caller's transaction, whose COMMIT then goes with
- * it (PostTransactionInput.commitWithWrite).
+ * it (PostTransactionInput.commitWithWrite). oneFlight: with last, the hold's lock and write go out with
+ * `before` without waiting for its answers, every statement of which refuses by failing
+ * (PostTransactionInput.oneFlight).
  */
 export async function holdForInvocation(
   trx: Knex.Transaction,
   invocation: PaidInvocation & { api_key_id: string | null },
   holdMicros: bigint,
   terms: { listedPriceMicros: bigint; maxCostMicros: bigint | null; route: string; quoteId?: string },
-  sent: { before?: Promise<unknown>; withWrite?: () => Promise<unknown>; last?: boolean } = {},
+  sent: {
+    before?: Promise<unknown>;
+    withWrite?: () => Promise<unknown>;
+    last?: boolean;
+    oneFlight?: boolean;
+  } = {},
 ): Promise<void> {
   const agentId = invocation.agent_id;
   if (!agentId) throw new Error(`invocation ${invocation.id} has no agent to hold funds from`);
@@ -113,6 +120,7 @@ export async function holdForInvocation(
         before: sent.before,
         withWrite: sent.withWrite,
         commitWithWrite: sent.last,
+        oneFlight: sent.oneFlight,
       },
       trx,
     );

@@ -1,8 +1,15 @@
-import { catalogUnmoved, checkListingInput, type ListingRow, requireListing } from "../catalog/index.js";
+import {
+  CATALOG_MOVED,
+  catalogUnmoved,
+  checkListingInput,
+  type ListingRow,
+  requireListing,
+} from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { type Db, db } from "../db/knex.js";
 import { inOneFlight, sentAhead } from "../db/pipeline.js";
+import { refusalOf } from "../db/refusals.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import {
   assertWithinSpendLimits,
@@ -415,21 +422,29 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   const early =
     slot && !transaction ? openEarlyGate(work.listing, { invocationId, input: row.input }) : undefined;
   let claim: RunClaim | undefined;
-  const guard = work.kept ? catalogUnmoved(work.kept) : undefined;
+  // In a transaction, a moved catalog fails the insert (a strict guard) instead of writing nothing: a paid
+  // hold may go out behind it without waiting for its answer (PostTransactionInput.oneFlight).
+  const guard = (strict: boolean) => (work.kept ? catalogUnmoved(work.kept, { strict }) : undefined);
   // A proved copy's candidates are what the claim would read: it is spared reading them again.
   const proved = work.kept
     ? { generation: work.kept, candidates: work.candidateListings.map(callTargetOf) }
     : undefined;
   // Outside a transaction a claim on a proved copy may share its statement with others (provedClaims).
   const insert = async (q: Db, inTransaction: boolean): Promise<InvocationRow> => {
-    if (slot)
-      claim =
-        proved && !inTransaction
-          ? await provedClaims.write({ row, proved })
-          : await insertClaimedInvocation(q, row, RUN_TIMING, proved);
-    const inserted = slot ? claim?.invocation : await insertInvocationWithJob(q, row, "executions", guard);
-    if (!inserted) throw new CatalogMoved();
-    return inserted;
+    try {
+      if (slot)
+        claim =
+          proved && !inTransaction
+            ? await provedClaims.write({ row, proved })
+            : await insertClaimedInvocation(q, row, RUN_TIMING, proved, { strict: inTransaction });
+      const inserted = slot
+        ? claim?.invocation
+        : await insertInvocationWithJob(q, row, "executions", guard(inTransaction));
+      if (!inserted) throw new CatalogMoved();
+      return inserted;
+    } catch (error) {
+      throw refusalOf(error) === CATALOG_MOVED ? new CatalogMoved() : error;
+    }
   };
   let invocation: InvocationRow;
   try {
@@ -466,6 +481,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
               );
             }
             const before = sentAhead(inOneFlight(...steps));
+            const last = !awaiting && !(limited && reservationCanRefuse(principal));
             // The key's day of spend is reserved with the hold's write: after the ledger's locks, as in
             // every paid transaction, and never when the hold is refused (limited implies paid).
             if (paid) {
@@ -487,7 +503,11 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                   // The hold's write is the transaction's last statement, and its COMMIT goes with it
                   // (PostTransactionInput.commitWithWrite), unless an approval is asked for after it or
                   // the key's reservation may refuse once it answers (a daily cap).
-                  last: !awaiting && !(limited && reservationCanRefuse(principal)),
+                  last,
+                  // With no key to claim and no quote to use, every statement before the hold refuses
+                  // by failing (the custody check, the insert's strict guard): the hold waits for none
+                  // of their answers (PostTransactionInput.oneFlight), and the transaction is one flight.
+                  oneFlight: last && !key && !quote,
                 },
               );
             } else await before;

@@ -2,8 +2,9 @@ import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "../../shared/db/knex.js";
 import { appendEvidence, THIS_TRANSACTION } from "../../shared/money/evidence/store.js";
-import { readCustody, readCustodyForShare } from "../../shared/money/gate/store.js";
+import { assertCustodyOpenForShare, readCustody } from "../../shared/money/gate/store.js";
 import { captureHold, creditDeposit, holdFunds, releaseHold } from "../../shared/money/ledger/flows.js";
+import { writeTransactionInFlight } from "../../shared/money/ledger/store.js";
 import { buildAgent } from "../helpers/factories.js";
 
 // Every paid call holds, then captures or releases, appends evidence at each step and reads the custody
@@ -43,7 +44,7 @@ describe("the paid call's money statements", () => {
     const prepared = await db().transaction(async (trx) => {
       for (let round = 0; round < ROUNDS; round++) {
         await readCustody(trx);
-        await readCustodyForShare(trx);
+        await assertCustodyOpenForShare(trx);
         const movement = { agentId: buyer.agentId, currency: "USDC" as const, amountMicros: 1_000n };
         const subject = () => ({ agent_id: buyer.agentId, subject_type: "test", subject_id: randomUUID() });
         // As a paid call: the evidence goes in with the hold's and the capture's writes.
@@ -72,6 +73,59 @@ describe("the paid call's money statements", () => {
             ],
           },
           trx,
+        );
+        // As a paid call in one flight: writes that read their locked balances themselves (the hold, then
+        // its capture naming it by key), called directly: their flows' COMMIT would end this transaction.
+        const flown = subject();
+        const flownHold = key("hold");
+        const account = (
+          owner: string | null,
+          kind: "agent_available" | "agent_held" | "seller_payable" | "platform_revenue",
+        ) => ({ owner, kind, currency: "USDC" as const });
+        await writeTransactionInFlight(
+          trx,
+          {
+            kind: "hold",
+            idempotency_key: flownHold,
+            reference_type: "test",
+            reference_id: flown.subject_id,
+            metadata: {},
+          },
+          [
+            { account: account(buyer.agentId, "agent_available"), amountMicros: -1_000n },
+            { account: account(buyer.agentId, "agent_held"), amountMicros: 1_000n },
+          ],
+          null,
+          [{ ...flown, state: "authorization", source: "test", source_ref: THIS_TRANSACTION }],
+        );
+        await writeTransactionInFlight(
+          trx,
+          {
+            kind: "capture",
+            idempotency_key: key("capture"),
+            reference_type: "test",
+            reference_id: flown.subject_id,
+            metadata: {},
+          },
+          [
+            { account: account(buyer.agentId, "agent_held"), amountMicros: -1_000n },
+            { account: account(seller.agentId, "seller_payable"), amountMicros: 970n },
+            { account: account(null, "platform_revenue"), amountMicros: 30n },
+          ],
+          {
+            key: flownHold,
+            expected: {
+              owner: buyer.agentId,
+              currency: "USDC",
+              amountMicros: 1_000n,
+              referenceType: "test",
+              referenceId: flown.subject_id,
+            },
+          },
+          [
+            { ...flown, state: "capture", source: "test", source_ref: THIS_TRANSACTION },
+            { ...flown, state: "outcome", source: "test", source_ref: null },
+          ],
         );
         // As the other money paths: a movement, then its evidence appended (one row, then two).
         const other = subject();
@@ -104,13 +158,15 @@ describe("the paid call's money statements", () => {
       prepared.filter((row) => pattern.test(row.statement) && runs(row) >= ROUNDS);
     // Each ran at least ROUNDS times on this connection as a named statement: the locks (a hold's, a
     // capture's that reads its hold by key, a release's), the writes (with and without evidence), the
-    // hold's read, the evidence inserts (one row, two rows) and both custody reads.
+    // hold's read, the evidence inserts (one row, two rows), both custody reads, and the writes in one
+    // flight (a hold's, a capture's).
     const locks = named(/^select ledger_accounts\.\*[\s\S]* for update of ledger_accounts$/);
     expect(locks.length).toBeGreaterThanOrEqual(3);
     expect(locks.filter((row) => row.statement.includes("hold.hold_id"))).toHaveLength(1);
     expect(named(/^with tx as \(\s*insert into ledger_transactions/).length).toBeGreaterThanOrEqual(3);
-    expect(named(/evidence as \(\s*insert into payment_evidence/).length).toBe(2);
+    expect(named(/^with tx as \([\s\S]*evidence as \(\s*insert into payment_evidence/).length).toBe(2);
     expect(named(/^select t\.\*, h\.amount_micros/)).toHaveLength(1);
+    expect(named(/^with leg \(ord, account_id, amount\)/)).toHaveLength(2);
     expect(named(/^insert into payment_evidence/).length).toBeGreaterThanOrEqual(2);
     expect(named(/platform_settings/)).toHaveLength(2);
     // None is planned for its values past the first five runs (a first use's account creation runs fewer).

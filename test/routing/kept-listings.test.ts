@@ -1,7 +1,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { catalogUnmoved } from "../../shared/catalog/index.js";
+import { CATALOG_MOVED, catalogUnmoved } from "../../shared/catalog/index.js";
 import { db } from "../../shared/db/knex.js";
+import { refusalOf } from "../../shared/db/refusals.js";
 import { readTaskListings } from "../../shared/routing/index.js";
 import {
   callTargetOf,
@@ -183,6 +184,33 @@ describe("the catalog generation", () => {
       }),
     ).toBeUndefined();
     expect(await insertInvocationWithJob(db(), row(queued), "executions", stale)).toBeUndefined();
+    // Strict (in a transaction, where a paid hold may follow without waiting): the statement fails instead.
+    const refusal = (write: Promise<unknown>) =>
+      write.then(
+        () => "written",
+        (error: unknown) => refusalOf(error),
+      );
+    expect(
+      await refusal(
+        insertClaimedInvocation(
+          db(),
+          row(claimed),
+          timing,
+          { generation: staleGeneration, candidates },
+          { strict: true },
+        ),
+      ),
+    ).toBe(CATALOG_MOVED);
+    expect(
+      await refusal(
+        insertInvocationWithJob(
+          db(),
+          row(queued),
+          "executions",
+          catalogUnmoved(staleGeneration, { strict: true }),
+        ),
+      ),
+    ).toBe(CATALOG_MOVED);
     for (const id of [claimed, queued]) {
       expect(await db()("invocations").where({ id }).first()).toBeUndefined();
       expect(await db()("job_outbox").where({ job_id: id }).first()).toBeUndefined();

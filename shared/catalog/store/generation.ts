@@ -13,6 +13,17 @@ export const CATALOG_GENERATION_SQL = "select generation from catalog_generation
  * A guard for a write that acts on listings read at `generation`: true only while no listing has been
  * written since. Its one binding is the generation (decimal text).
  */
-export function catalogUnmoved(generation: string): InsertGuard {
-  return { sql: `(${CATALOG_GENERATION_SQL}) = ?::bigint`, bindings: [generation] };
+export function catalogUnmoved(generation: string, options: { strict?: boolean } = {}): InsertGuard {
+  const unmoved = `(${CATALOG_GENERATION_SQL}) = ?::bigint`;
+  return {
+    sql: options.strict ? `refuse_unless(${unmoved}, '${CATALOG_MOVED}')` : unmoved,
+    bindings: [generation],
+  };
 }
+
+/**
+ * Why a strict guard failed its write (refuse_unless): strict (catalogUnmoved's option), a moved catalog
+ * fails the statement instead of writing nothing, so that what was sent behind it without waiting for its
+ * answer (a paid hold and its COMMIT) rolls back with it.
+ */
+export const CATALOG_MOVED = "catalog: a listing was written since the copy was read";

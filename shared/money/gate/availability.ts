@@ -2,9 +2,10 @@ import type { Knex } from "knex";
 import { chainSettings, platformAddress, platformSigner, publicClient } from "../../chain/client.js";
 import { getConfig } from "../../config.js";
 import { db } from "../../db/knex.js";
+import { refusalOf } from "../../db/refusals.js";
 import { paidExecutionUnavailable } from "../../errors.js";
 import { logger } from "../../log.js";
-import { type CustodyState, readCustody, readCustodyForShare } from "./store.js";
+import { assertCustodyOpenForShare, CUSTODY_FROZEN, type CustodyState, readCustody } from "./store.js";
 
 /**
  * The paid-execution gate (DESIGN §5), computed afresh on every call from three things: the operator's
@@ -109,11 +110,13 @@ export async function assertPaidExecutionEnabled(): Promise<void> {
 
 /**
  * The in-transaction half of the gate for a paid write: re-reads custody under a share lock, so a
- * freeze that commits first is seen and one that comes later waits for this transaction.
+ * freeze that commits first is seen and one that comes later waits for this transaction. Frozen, its
+ * statement fails, so the transaction is aborted: nothing sent behind it commits.
  */
 export async function assertCustodyOpen(trx: Knex.Transaction): Promise<void> {
-  const custody = await readCustodyForShare(trx);
-  if (custody.frozen) throw paidExecutionUnavailable(GATE_REASONS.frozen);
+  await assertCustodyOpenForShare(trx).catch((error: unknown) => {
+    throw refusalOf(error) === CUSTODY_FROZEN ? paidExecutionUnavailable(GATE_REASONS.frozen) : error;
+  });
 }
 
 /** Routes that answer without payment and without a key: safe to call in any availability state. */

@@ -35,12 +35,24 @@ export async function readCustody(q: Db): Promise<CustodyState> {
   return toCustody((await preparedRaw(q, READ_CUSTODY, [])).rows[0]);
 }
 
+/** Why a paid transaction's custody check failed (its refuse_unless reason): custody is frozen. */
+export const CUSTODY_FROZEN = "money: custody is frozen";
+
 /**
- * Reads custody inside a paid transaction and holds a share lock until it commits: a freeze (which
- * takes the row FOR UPDATE) waits for in-flight holds, and no hold commits after a freeze.
+ * Checks custody inside a paid transaction and holds a share lock on its row until it commits: a freeze
+ * (which takes the row FOR UPDATE) waits for in-flight holds, and no hold commits after a freeze. Frozen
+ * (or no custody row, read as frozen like toCustody reads it), the statement fails (refuse_unless,
+ * CUSTODY_FROZEN) rather than answering so: statements sent behind it without waiting for its answer, a
+ * hold and its COMMIT among them, then roll back with it (docs/payments.md "Ledger", one flight).
  */
-export async function readCustodyForShare(trx: Knex.Transaction): Promise<CustodyState> {
-  return toCustody((await preparedRaw(trx, `${READ_CUSTODY} for share`, [])).rows[0]);
+export async function assertCustodyOpenForShare(trx: Knex.Transaction): Promise<void> {
+  await preparedRaw(
+    trx,
+    `select refuse_unless(coalesce((
+       select (value -> 'frozen') is distinct from 'true'::jsonb from platform_settings where key = 'custody' for share
+     ), false), '${CUSTODY_FROZEN}')`,
+    [],
+  );
 }
 
 /** Locks the custody row for a change; the caller writes with writeCustody in the same transaction. */

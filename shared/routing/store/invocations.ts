@@ -200,7 +200,7 @@ export function callTargetOf(l: ListingRow): CallTarget {
  * and no outbox row: no job is sent, and if this process dies mid-run the executions recovery sweep
  * (recovery.ts) finds the open invocation without a job and sends one. With candidates proved current
  * (ProvedCandidates) the statement neither reads nor returns them: it writes nothing unless the guard
- * holds, and then answers undefined.
+ * holds, and then answers undefined; or, strict, fails (catalogUnmoved's strict guard, CATALOG_MOVED).
  */
 export async function insertClaimedInvocation(
   q: Db,
@@ -212,17 +212,19 @@ export async function insertClaimedInvocation(
   row: NewInvocation | NewX402Invocation,
   timing: { maxCallMs: number; marginMs: number },
   proved: ProvedCandidates | undefined,
+  options?: { strict?: boolean },
 ): Promise<RunClaim | undefined>;
 export async function insertClaimedInvocation(
   q: Db,
   row: NewInvocation | NewX402Invocation,
   timing: { maxCallMs: number; marginMs: number },
   proved?: ProvedCandidates,
+  options: { strict?: boolean } = {},
 ): Promise<RunClaim | undefined> {
   const insert = insertReturningAll(
     "invocations",
     { ...invocationColumns(row), status: "running", started_at: NOW },
-    proved && catalogUnmoved(proved.generation),
+    proved && catalogUnmoved(proved.generation, options),
   );
   if (proved) {
     const deadlineMs = firstDeadlineMs(proved, timing);
