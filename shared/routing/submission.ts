@@ -48,7 +48,7 @@ import { openEarlyGate, RUN_TIMING } from "./run-invocation.js";
 import { type EarlyStart, type RunSlot, reserveRunHere } from "./runs-here.js";
 import { assertNotOnlyOwnListings, assertNotOwnListing } from "./self-dealing.js";
 import { insertAwaitingInvocation } from "./store/approvals.js";
-import { claimIdempotencyKey, type IdempotencyRow } from "./store/idempotency.js";
+import { claimIdempotencyKey, findIdempotencyClaim, KEY_CLAIMED } from "./store/idempotency.js";
 import {
   callTargetOf,
   findInvocation,
@@ -62,7 +62,7 @@ import {
   type ProvedClaim,
   type RunClaim,
 } from "./store/invocations.js";
-import { findQuote, type QuoteRow, useQuote } from "./store/quotes.js";
+import { findQuote, QUOTE_NOT_USABLE, type QuoteRow, useQuoteStrictly } from "./store/quotes.js";
 
 /** The router keeps at most this many candidates per invocation (the chosen one and its fallbacks). */
 export const MAX_CANDIDATES = 3;
@@ -90,9 +90,20 @@ export type Submission =
   | { replayed: false; invocation: InvocationRow; completion: JobWatch | undefined }
   | { replayed: true; invocation: InvocationRow };
 
+/**
+ * The key's claim failed: a live claim holds it (claimIdempotencyKey). The transaction rolled
+ * back; the claim is read after, and the request replays it.
+ */
 class KeyAlreadyClaimed extends Error {
-  constructor(readonly existing: IdempotencyRow) {
+  constructor() {
     super("idempotency key already claimed");
+  }
+}
+
+/** The quote's use failed: it was used, or has expired (useQuoteStrictly). Read after the rollback, to say which. */
+class QuoteRefused extends Error {
+  constructor(readonly quoteId: string) {
+    super("the quote cannot be used");
   }
 }
 
@@ -459,6 +470,8 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
             // flight is back, in that order: the first that refuses is the error.
             const inserting = awaiting ? insertAwaitingInvocation(trx, row) : insert(trx, true);
             const steps: Promise<unknown>[] = paid ? [assertCustodyOpen(trx), inserting] : [inserting];
+            // Each refuses by failing, never by its answer (refuse_unless): the hold behind them waits for
+            // none of their answers (oneFlight below).
             if (key) {
               const claim = {
                 agent_id: principal.agentId,
@@ -467,16 +480,18 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                 invocation_id: invocationId,
               };
               steps.push(
-                claimIdempotencyKey(trx, claim, getConfig().idempotencyRetentionHours).then((claimed) => {
-                  if (!claimed.claimed) throw new KeyAlreadyClaimed(claimed.existing);
-                }),
+                claimIdempotencyKey(trx, claim, getConfig().idempotencyRetentionHours).catch(
+                  (error: unknown) => {
+                    throw refusalOf(error) === KEY_CLAIMED ? new KeyAlreadyClaimed() : error;
+                  },
+                ),
               );
             }
             const { quote } = work;
             if (quote) {
               steps.push(
-                useQuote(trx, quote.id, invocationId).then(async (used) => {
-                  if (!used) throw quoteNotUsable((await findQuote(trx, quote.id))!);
+                useQuoteStrictly(trx, quote.id, invocationId).catch((error: unknown) => {
+                  throw refusalOf(error) === QUOTE_NOT_USABLE ? new QuoteRefused(quote.id) : error;
                 }),
               );
             }
@@ -504,10 +519,10 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                   // (PostTransactionInput.commitWithWrite), unless an approval is asked for after it or
                   // the key's reservation may refuse once it answers (a daily cap).
                   last,
-                  // With no key to claim and no quote to use, every statement before the hold refuses
-                  // by failing (the custody check, the insert's strict guard): the hold waits for none
-                  // of their answers (PostTransactionInput.oneFlight), and the transaction is one flight.
-                  oneFlight: last && !key && !quote,
+                  // Every statement before the hold refuses by failing (the custody check, the insert's
+                  // strict guard, the key's claim, the quote's use): the hold waits for none of their
+                  // answers (PostTransactionInput.oneFlight), and the transaction is one flight.
+                  oneFlight: last,
                 },
               );
             } else await before;
@@ -520,9 +535,13 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   } catch (error) {
     slot?.release();
     if (early) await releaseEarlyGate(early);
+    if (error instanceof QuoteRefused) throw quoteNotUsable((await findQuote(db(), error.quoteId))!);
     if (!(error instanceof KeyAlreadyClaimed)) throw error;
-    const original = await findInvocation(db(), error.existing.invocation_id);
-    return { replayed: true, invocation: resolveReplay(error.existing, print, original!) };
+    const existing = await findIdempotencyClaim(db(), principal.agentId, key!);
+    // Gone since the claim failed (it expired and was purged): the request claims the key afresh.
+    if (!existing) return createInvocation(principal, work, requestId);
+    const original = await findInvocation(db(), existing.invocation_id);
+    return { replayed: true, invocation: resolveReplay(existing, print, original!) };
   }
 
   if (awaiting) return { replayed: false, invocation, completion: undefined };

@@ -1,4 +1,5 @@
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 
 export interface IdempotencyRow {
   agent_id: string;
@@ -9,27 +10,45 @@ export interface IdempotencyRow {
   expires_at: Date;
 }
 
+/** Why claimIdempotencyKey failed (its refuse_unless reason): a live claim holds the key. */
+export const KEY_CLAIMED = "routing: the idempotency key is claimed";
+
 /**
  * Claims (agent, key) for an invocation. An expired claim is taken over in the same statement (so the
- * retention holds exactly, whenever the purge runs); a live one is returned instead. A concurrent
- * claimer waits on the unique index until the first transaction ends.
+ * retention holds exactly, whenever the purge runs); a concurrent claimer waits on the unique index until
+ * the first transaction ends. A live claim fails the statement (refuse_unless, KEY_CLAIMED) rather than
+ * answering it: the transaction's hold goes out behind the claim without waiting for its answer
+ * (PostTransactionInput.oneFlight), so a "no" must abort the transaction. The caller reads the claim
+ * (findIdempotencyClaim) once its transaction has rolled back.
  */
 export async function claimIdempotencyKey(
   q: Db,
   row: Pick<IdempotencyRow, "agent_id" | "key" | "fingerprint" | "invocation_id">,
   retentionHours: number,
-): Promise<{ claimed: true } | { claimed: false; existing: IdempotencyRow }> {
-  const inserted = await q("idempotency_keys")
-    .insert({ ...row, expires_at: q.raw(`now() + make_interval(hours => ?)`, [retentionHours]) })
-    .onConflict(["agent_id", "key"])
-    .merge(["fingerprint", "invocation_id", "created_at", "expires_at"])
-    .where("idempotency_keys.expires_at", "<=", q.fn.now())
-    .returning("id");
-  if (inserted.length === 1) return { claimed: true };
-  const existing = await q<IdempotencyRow>("idempotency_keys")
-    .where({ agent_id: row.agent_id, key: row.key })
-    .first();
-  return { claimed: false, existing: existing! };
+): Promise<void> {
+  await preparedRaw(
+    q,
+    `with claimed as (
+       insert into idempotency_keys as k (agent_id, key, fingerprint, invocation_id, expires_at)
+       values (?, ?, ?, ?, now() + make_interval(hours => ?::int))
+       on conflict (agent_id, key) do update
+          set fingerprint = excluded.fingerprint, invocation_id = excluded.invocation_id,
+              created_at = excluded.created_at, expires_at = excluded.expires_at
+        where k.expires_at <= now()
+       returning id
+     )
+     select refuse_unless(exists (select 1 from claimed), '${KEY_CLAIMED}')`,
+    [row.agent_id, row.key, row.fingerprint, row.invocation_id, retentionHours],
+  );
+}
+
+/** The claim of (agent, key), if there is one. */
+export async function findIdempotencyClaim(
+  q: Db,
+  agentId: string,
+  key: string,
+): Promise<IdempotencyRow | undefined> {
+  return q<IdempotencyRow>("idempotency_keys").where({ agent_id: agentId, key }).first();
 }
 
 export async function deleteExpiredIdempotencyKeys(q: Db): Promise<number> {

@@ -1,4 +1,5 @@
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 
 export type QuoteRail = "x402" | "tumbler" | "ledger";
 
@@ -55,6 +56,27 @@ export async function useQuote(q: Db, id: string, invocationId: string): Promise
     .andWhere("expires_at", ">", q.fn.now())
     .update({ used_at: q.fn.now(), invocation_id: invocationId });
   return count === 1;
+}
+
+/** Why useQuoteStrictly failed (its refuse_unless reason): the quote was used, or has expired. */
+export const QUOTE_NOT_USABLE = "routing: the quote was already used or has expired";
+
+/**
+ * useQuote that refuses by failing (refuse_unless, QUOTE_NOT_USABLE) instead of answering false: for a
+ * transaction whose hold goes out behind it without waiting for its answer (PostTransactionInput.oneFlight).
+ * The caller reads the quote after its transaction rolled back, to say why.
+ */
+export async function useQuoteStrictly(q: Db, id: string, invocationId: string): Promise<void> {
+  await preparedRaw(
+    q,
+    `with used as (
+       update quotes set used_at = now(), invocation_id = ?
+        where id = ? and used_at is null and expires_at > now()
+       returning id
+     )
+     select refuse_unless(exists (select 1 from used), '${QUOTE_NOT_USABLE}')`,
+    [invocationId, id],
+  );
 }
 
 /** Deletes quotes never paid that expired more than `hours` ago (paid ones stay: payments point at them). */
