@@ -164,9 +164,12 @@ export function pipelinedKnex(
 /**
  * Awaits statements the caller started together (on one transaction they went out in one flight), and
  * answers their results in order. Unlike Promise.all it waits for every one of them to settle before it
- * throws the first error, so that no statement is still running on the transaction once the caller
- * rolls it back, and none fails unobserved. Only for statements whose order does not matter: each takes
- * no lock another of them needs, and none reads what another writes. Each promise is one statement
+ * throws, so that no statement is still running on the transaction once the caller rolls it back, and
+ * none fails unobserved. It throws the first error in argument order that is not "transaction aborted"
+ * (25P02): that one is only the consequence of another statement's failure, which the caller wants
+ * (the statements go out in the order they were asked for, which a caller's argument order may not
+ * follow). Only for statements whose order does not matter: each takes no lock another of them needs,
+ * and none reads what another writes. Each promise is one statement
  * (agentmarket_db_statements_pipelined_total counts all but the first), or a step that starts with one.
  */
 export async function inOneFlight<T extends readonly unknown[]>(
@@ -174,9 +177,14 @@ export async function inOneFlight<T extends readonly unknown[]>(
 ): Promise<T> {
   dbStatementsPipelined.inc(statements.length - 1);
   const settled = await Promise.allSettled(statements);
-  const failed = settled.find((s) => s.status === "rejected");
-  if (failed) throw (failed as PromiseRejectedResult).reason;
+  const errors = settled.flatMap((s) => (s.status === "rejected" ? [s.reason as unknown] : []));
+  if (errors.length > 0) throw errors.find((error) => !isTransactionAborted(error)) ?? errors[0];
   return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
+
+/** 25P02: a statement refused because an earlier one aborted its transaction. */
+function isTransactionAborted(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === "25P02";
 }
 
 const CORKED = Symbol("corked until the tick's end");

@@ -466,10 +466,13 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
             // would go one by one: the custody check (a share lock on its row), the insert, the key's
             // claim (it references the row; an already-claimed key rolls it back), the quote's use
             // (after the claim, so a retried request replays instead of meeting its own used quote), and
-            // behind them the hold's lock (PostTransactionInput.before). Each answer is checked once the
-            // flight is back, in that order: the first that refuses is the error.
+            // behind them the hold's lock (PostTransactionInput.before). Each refuses by failing, which
+            // aborts the ones behind it: the first to fail is the error (inOneFlight).
+            // Asked for in that order, so that they go out in it: each is a named statement (preparedRaw),
+            // so each takes as many steps to reach the driver. The first to fail aborts the rest.
+            const custody = paid ? assertCustodyOpen(trx) : undefined;
             const inserting = awaiting ? insertAwaitingInvocation(trx, row) : insert(trx, true);
-            const steps: Promise<unknown>[] = paid ? [assertCustodyOpen(trx), inserting] : [inserting];
+            const steps: Promise<unknown>[] = custody ? [custody, inserting] : [inserting];
             // Each refuses by failing, never by its answer (refuse_unless): the hold behind them waits for
             // none of their answers (oneFlight below).
             if (key) {

@@ -224,6 +224,29 @@ describe("paid direct invoke", () => {
     expect(status.body.payment.evidence.capture_null_reason).toBe("released_not_captured");
   });
 
+  it("runs a paid execute on kept listings after the catalog moved: the moved copy writes nothing, a fresh read serves", async () => {
+    // The first execute keeps the task's listings; a listing written since moves the catalog, so the
+    // next execute's insert fails its strict guard, its whole flight (the hold and its COMMIT among it)
+    // rolls back, and the execute is decided again on a fresh read.
+    const t = taskName();
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.001,
+      sellerId: sellerAgent.agentId,
+      tags: [t],
+    });
+    const buyer = await funded(1);
+    const execute = () => api("POST", "/api/execute", { key: buyer.apiKey, body: { task: t, input: {} } });
+    expect((await execute()).status).toBe(200);
+    await db()("listings")
+      .where({ id: listing.id })
+      .update({ name: `${listing.name} renamed` });
+    const res = await execute();
+    expect(res.status).toBe(200);
+    expect(await db()("invocations").where({ task: t }).count({ n: "*" })).toEqual([{ n: "2" }]);
+    expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.998), held: 0n });
+  });
+
   it("refuses a price above max_cost before holding anything", async () => {
     const listing = await buildListing({
       endpointUrl: okSeller.url,

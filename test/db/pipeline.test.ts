@@ -85,6 +85,17 @@ describe("pipelined statements", () => {
     expect([x.rows[0].v, y.rows[0].v]).toEqual([7, 8]);
   });
 
+  it("throw the failure that aborted the transaction, not the refusals it caused, whatever the argument order", async () => {
+    await expect(
+      db().transaction(async (trx) => {
+        // Started in this order (a knex query runs once something awaits it), listed the other way.
+        const failing = Promise.resolve(trx.raw("select 1 / 0"));
+        const refused = Promise.resolve(trx.raw("select 1"));
+        await inOneFlight(refused, failing);
+      }),
+    ).rejects.toThrow(/division by zero/);
+  });
+
   it("send COMMIT with a transaction's last flight, in its write, and end as PostgreSQL answers it", async () => {
     await db().raw("select 1");
     const watch = await watchThePoolsConnection();

@@ -1,4 +1,5 @@
 import type { Db } from "../../db/knex.js";
+import { insertReturningAll, preparedRaw } from "../../db/prepared.js";
 import {
   type InvocationError,
   type InvocationRow,
@@ -36,10 +37,13 @@ export interface ApprovalWithInvocation extends ApprovalRow {
  * insertInvocationWithJob, no outbox row — nothing may enqueue it before the decision.
  */
 export async function insertAwaitingInvocation(q: Db, row: NewInvocation): Promise<InvocationRow> {
-  const [inserted] = await q<InvocationRow>("invocations")
-    .insert({ ...invocationColumns(row), status: "awaiting_approval" } as never)
-    .returning("*");
-  return inserted!;
+  // A named statement, like the submission's other statements: sent in one flight with them, each goes
+  // out in the order it was asked for only if each takes the same path to the driver (preparedRaw).
+  const insert = insertReturningAll("invocations", {
+    ...invocationColumns(row),
+    status: "awaiting_approval",
+  });
+  return (await preparedRaw(q, insert.sql, insert.bindings)).rows[0] as InvocationRow;
 }
 
 export async function insertApproval(
