@@ -99,7 +99,9 @@ export interface PostTransactionInput {
    * Statements the caller sent in its transaction just before the post: the post's lock goes out in
    * their flight instead of waiting for their answers, and the post goes on only once every one of them
    * has succeeded (inOneFlight); else it fails with the first one's error and writes nothing. A caller's
-   * post only. They come before the lock in PostgreSQL's order, as they would have one by one.
+   * post only. They come before the lock in PostgreSQL's order, as they would have one by one, when they
+   * were asked for before the post and each is a named statement like the post's own (preparedRaw): a
+   * statement goes out when it reaches the driver, and a knex query builder takes more steps to reach it.
    */
   before?: Promise<unknown>;
   /**
@@ -409,10 +411,9 @@ async function postInOneFlight(
   input: PostTransactionInput,
   withWrite: (() => Promise<unknown>) | undefined,
 ): Promise<PostResult> {
-  const refs = [...new Map(input.legs.map((leg) => [refName(leg.account), leg.account])).values()];
   const statements: Promise<unknown>[] = input.before ? [input.before] : [];
   // In this order: the lock is asked for first, so it runs first, and the write sees its rows locked.
-  statements.push(lockAccountRefs(q, refs));
+  statements.push(lockAccountRefs(q, legAccounts(input)));
   const writing = (async () => {
     try {
       return await writeTransactionInFlight(
@@ -528,13 +529,18 @@ interface LockedLegs extends Omit<LockedForPost, "accounts"> {
   accounts: Map<string, LedgerAccountRow>;
 }
 
+/** The legs' accounts, each once. */
+function legAccounts(input: PostTransactionInput): AccountRef[] {
+  return [...new Map(input.legs.map((leg) => [refName(leg.account), leg.account])).values()];
+}
+
 /**
  * Locks the legs' accounts in id order, with what the lock's snapshot saw of the post's key and hold.
  * Accounts named by key that the snapshot did not show are created (first use) and then taken; an id
  * that names no account is a programming error.
  */
 async function lockLegAccounts(q: Knex.Transaction, input: PostTransactionInput): Promise<LockedLegs> {
-  const refs = [...new Map(input.legs.map((leg) => [refName(leg.account), leg.account])).values()];
+  const refs = legAccounts(input);
   const resolves: HoldNaming | null = input.resolvesHold
     ? { key: input.resolvesHold.key }
     : input.resolves
