@@ -186,7 +186,9 @@ describe("decisions", () => {
       expect(again.body.error.details.status).toBe("approved");
     }
     expect(callsFor(l.id)).toBe(1);
-    const audit = await db()("audit_events").where({ subject_type: "approval", subject_id: approvalId });
+    const audit = await db()("audit_events")
+      .where({ subject_type: "approval", subject_id: approvalId })
+      .orderBy("id");
     expect(audit.map((a) => a.action)).toEqual(["approval.requested", "approval.approved"]);
   });
 
@@ -211,7 +213,9 @@ describe("decisions", () => {
     expect(callsFor(l.id)).toBe(0);
     const again = await decide(approvalId, "approve", t.supervisor.key);
     expect([again.status, again.body.error.details.status]).toEqual([409, "denied"]);
-    const audit = await db()("audit_events").where({ subject_type: "approval", subject_id: approvalId });
+    const audit = await db()("audit_events")
+      .where({ subject_type: "approval", subject_id: approvalId })
+      .orderBy("id");
     expect(audit.map((a) => a.action)).toEqual(["approval.requested", "approval.denied"]);
   });
 
@@ -272,10 +276,10 @@ describe("decisions", () => {
     expect(await balances(t.buyer.agentId, "USDC")).toMatchObject({ available: usdc(2), held: 0n });
     expect(await reservation(t)).toMatchObject({ reserved_usdc: "0.000000" });
     expect(callsFor(purchase.listing.id)).toBe(0);
-    const audit = await db()("audit_events").where({
-      subject_type: "approval",
-      subject_id: purchase.approvalId,
-    });
+    // In the order they were written (without an order, PostgreSQL answers rows in any order).
+    const audit = await db()("audit_events")
+      .where({ subject_type: "approval", subject_id: purchase.approvalId })
+      .orderBy("id");
     expect(audit.map((a) => a.action)).toEqual(["approval.requested", "approval.expired"]);
   });
 });
@@ -334,7 +338,9 @@ describe("who may decide", () => {
     const status = await api("GET", `/api/execute/status/${invocationId}`, { key: t.supervisor.key });
     expect(status.body).toMatchObject({ status: "failed", error: { code: "POLICY_BLOCKED" } });
     expect(callsFor(l.id)).toBe(0);
-    const audit = await db()("audit_events").where({ subject_type: "approval", subject_id: approvalId });
+    const audit = await db()("audit_events")
+      .where({ subject_type: "approval", subject_id: approvalId })
+      .orderBy("id");
     expect(audit.map((a) => a.action)).toEqual(["approval.requested", "approval.denied"]);
     const revokeAudit = await db()("audit_events").where({
       action: "api_key.revoked",

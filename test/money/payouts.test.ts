@@ -226,7 +226,10 @@ describe("the payout batch", () => {
     expect(payoutEvidence).toMatchObject({ source: "tx_hash", source_ref: submitted.tx_hash });
     expect(payoutEvidence.details.block_number).toBeGreaterThan(0);
     expect(
-      await db()("audit_events").where({ subject_type: "payout", subject_id: payout.id }).pluck("action"),
+      await db()("audit_events")
+        .where({ subject_type: "payout", subject_id: payout.id })
+        .orderBy("id")
+        .pluck("action"),
     ).toEqual(["payout.created", "payout.submitted", "payout.confirmed"]);
 
     expect(await processPayout(payout.id)).toEqual({ status: "already_final", final: "confirmed" });
