@@ -29,7 +29,8 @@ export {
 } from "./schemas.js";
 export {
   assertWithinSpendLimits,
-  reservationCanRefuse,
+  DailyCapFull,
+  dailyCapRefusal,
   reserveDailySpend,
   returnDailySpend,
   settleDailySpend,

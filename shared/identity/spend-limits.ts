@@ -1,9 +1,10 @@
 import type { Knex } from "knex";
 import { db } from "../db/knex.js";
+import { refusalOf } from "../db/refusals.js";
 import { AppError } from "../errors.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import type { KeyPolicy } from "./key-policy.js";
-import { readSpendToday, reserveSpend, resolveReservation } from "./store/spend-days.js";
+import { DAILY_CAP_FULL, readSpendToday, reserveSpend, resolveReservation } from "./store/spend-days.js";
 
 // A key's spend limits (docs/payments.md "Keys, scopes and spend limits"): a per-call limit and a daily cap per
 // UTC day, both on what a paid call holds. Free work is never limited by price. The daily reservation is
@@ -70,9 +71,24 @@ export async function assertWithinSpendLimits(
 }
 
 /**
+ * A key's daily cap had no room for a paid call's reservation: the reservation's statement failed, and its
+ * transaction rolled back. dailyCapRefusal answers the 429 once it has.
+ */
+export class DailyCapFull extends Error {
+  constructor(
+    readonly key: { apiKeyId: string; policy: KeyPolicy },
+    readonly holdMicros: bigint,
+  ) {
+    super("the key's daily cap has no room for this call");
+    this.name = "DailyCapFull";
+  }
+}
+
+/**
  * Reserves a paid call's hold against the key's day, inside the transaction that takes the hold, and
- * stamps the invocation with the day. Over the cap → 429 WALLET_LIMIT_EXCEEDED (limit, spent, reserved,
- * resets_at), and the caller's transaction writes nothing. Keys without a cap reserve too, so every key
+ * stamps the invocation with the day. Over the cap, the statement fails (DailyCapFull) rather than
+ * answering so: the hold and its COMMIT may be sent behind it without waiting for its answer
+ * (PostTransactionInput.oneFlight), and nothing is written. Keys without a cap reserve too, so every key
  * shows what it reserved and spent today.
  */
 export async function reserveDailySpend(
@@ -81,24 +97,25 @@ export async function reserveDailySpend(
   invocationId: string,
   holdMicros: bigint,
 ): Promise<string> {
-  const cap = key.policy.dailyCapMicros;
-  const day = await reserveSpend(trx, {
-    apiKeyId: key.apiKeyId,
-    invocationId,
-    amountMicros: holdMicros,
-    capMicros: cap,
-  });
-  if (day) return day;
-  throw dailyCapExceeded(cap!, holdMicros, await readSpendToday(trx, key.apiKeyId));
+  try {
+    return await reserveSpend(trx, {
+      apiKeyId: key.apiKeyId,
+      invocationId,
+      amountMicros: holdMicros,
+      capMicros: key.policy.dailyCapMicros,
+    });
+  } catch (error) {
+    throw refusalOf(error) === DAILY_CAP_FULL ? new DailyCapFull(key, holdMicros) : error;
+  }
 }
 
 /**
- * Whether reserveDailySpend can refuse for this key: it has a daily cap. The refusal is decided from the
- * statement's answer, not by a failing statement, so a transaction that reserves for such a key must not
- * send its COMMIT before that answer (PostTransactionInput.commitWithWrite).
+ * The 429 WALLET_LIMIT_EXCEEDED for a reservation that found no room (limit, spent, reserved,
+ * resets_at), the day read as it stands: once the refused transaction has rolled back.
  */
-export function reservationCanRefuse(key: { policy: KeyPolicy }): boolean {
-  return key.policy.dailyCapMicros !== null;
+export async function dailyCapRefusal(refused: DailyCapFull): Promise<AppError> {
+  const cap = refused.key.policy.dailyCapMicros!;
+  return dailyCapExceeded(cap, refused.holdMicros, await readSpendToday(db(), refused.key.apiKeyId));
 }
 
 /** A released hold (failure, denial, expiry) gives its whole reservation back to the day it was made. */

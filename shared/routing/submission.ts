@@ -13,9 +13,10 @@ import { refusalOf } from "../db/refusals.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import {
   assertWithinSpendLimits,
+  DailyCapFull,
+  dailyCapRefusal,
   isScopeExclusion,
   type Principal,
-  reservationCanRefuse,
   reserveDailySpend,
   scopeBlocked,
   scopeExclusion,
@@ -499,7 +500,6 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
               );
             }
             const before = sentAhead(inOneFlight(...steps));
-            const last = !awaiting && !(limited && reservationCanRefuse(principal));
             // The key's day of spend is reserved with the hold's write: after the ledger's locks, as in
             // every paid transaction, and never when the hold is refused (limited implies paid).
             if (paid) {
@@ -519,13 +519,13 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                     ? () => reserveDailySpend(trx, principal, invocationId, work.holdMicros)
                     : undefined,
                   // The hold's write is the transaction's last statement, and its COMMIT goes with it
-                  // (PostTransactionInput.commitWithWrite), unless an approval is asked for after it or
-                  // the key's reservation may refuse once it answers (a daily cap).
-                  last,
-                  // Every statement before the hold refuses by failing (the custody check, the insert's
-                  // strict guard, the key's claim, the quote's use): the hold waits for none of their
-                  // answers (PostTransactionInput.oneFlight), and the transaction is one flight.
-                  oneFlight: last,
+                  // (PostTransactionInput.commitWithWrite), unless an approval is asked for after it.
+                  last: !awaiting,
+                  // Every statement before and with the hold refuses by failing (the custody check, the
+                  // insert's strict guard, the key's claim, the quote's use, the key's daily cap): the
+                  // hold waits for none of their answers (PostTransactionInput.oneFlight), and the
+                  // transaction is one flight.
+                  oneFlight: !awaiting,
                 },
               );
             } else await before;
@@ -539,6 +539,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     slot?.release();
     if (early) await releaseEarlyGate(early);
     if (error instanceof QuoteRefused) throw quoteNotUsable((await findQuote(db(), error.quoteId))!);
+    if (error instanceof DailyCapFull) throw await dailyCapRefusal(error);
     if (!(error instanceof KeyAlreadyClaimed)) throw error;
     const existing = await findIdempotencyClaim(db(), principal.agentId, key!);
     // Gone since the claim failed (it expired and was purged): the request claims the key afresh.

@@ -16,13 +16,15 @@ export interface SpendDayRow {
  * Reserves amountMicros on the key's row for today and stamps the invocation with that day, in one
  * statement. With a cap, the upsert only applies while reserved + spent + amount <= cap: concurrent
  * reservations queue on the row lock and each re-checks the cap against the row as the previous one
- * committed it. Returns the day, or undefined when the cap refused (nothing written). The caller has
- * checked amount <= cap, so a first row for the day never exceeds it.
+ * committed it. Returns the day. When the cap has no room the statement fails (refuse_unless,
+ * DAILY_CAP_FULL) and writes nothing: statements sent behind it without waiting for its answer (a paid
+ * hold and its COMMIT) roll back with it. The caller has checked amount <= cap, so a first row for the
+ * day never exceeds it.
  */
 export async function reserveSpend(
   q: Db,
   r: { apiKeyId: string; invocationId: string; amountMicros: bigint; capMicros: bigint | null },
-): Promise<string | undefined> {
+): Promise<string> {
   const cap = r.capMicros?.toString() ?? null;
   const result = await preparedRaw(
     q,
@@ -36,11 +38,15 @@ export async function reserveSpend(
      ), inv as (
        update invocations set spend_day = d.day from d where invocations.id = ? returning invocations.id
      )
-     select d.day::text as day from d`,
+     select d.day::text as day from (select 1) as one left join d on true
+      where refuse_unless(d.day is not null, '${DAILY_CAP_FULL}')`,
     [r.apiKeyId, r.amountMicros.toString(), cap, cap, r.invocationId],
   );
-  return (result.rows[0]?.day as string | undefined) ?? undefined;
+  return result.rows[0].day as string;
 }
+
+/** Why reserveSpend failed (its refuse_unless reason): the key's daily cap has no room for the amount. */
+export const DAILY_CAP_FULL = "identity: the daily cap of the key has no room for this amount";
 
 /** The key's row for today (zeros when it has none yet). */
 export async function readSpendToday(q: Db, apiKeyId: string): Promise<SpendDayRow> {

@@ -50,13 +50,13 @@ export async function findQuote(q: Db, id: string): Promise<QuoteRow | undefined
  * the transaction that creates the invocation, so a quote can never pay for two.
  */
 export async function useQuote(q: Db, id: string, invocationId: string): Promise<boolean> {
-  const count = await q("quotes")
-    .where({ id })
-    .whereNull("used_at")
-    .andWhere("expires_at", ">", q.fn.now())
-    .update({ used_at: q.fn.now(), invocation_id: invocationId });
-  return count === 1;
+  return (await preparedRaw(q, USE_QUOTE, [invocationId, id])).rows.length === 1;
 }
+
+/** The quote's use, once, while it is unused and unexpired (bindings: the invocation, the quote). */
+const USE_QUOTE = `update quotes set used_at = now(), invocation_id = ?
+        where id = ? and used_at is null and expires_at > now()
+       returning id`;
 
 /** Why useQuoteStrictly failed (its refuse_unless reason): the quote was used, or has expired. */
 export const QUOTE_NOT_USABLE = "routing: the quote was already used or has expired";
@@ -69,11 +69,7 @@ export const QUOTE_NOT_USABLE = "routing: the quote was already used or has expi
 export async function useQuoteStrictly(q: Db, id: string, invocationId: string): Promise<void> {
   await preparedRaw(
     q,
-    `with used as (
-       update quotes set used_at = now(), invocation_id = ?
-        where id = ? and used_at is null and expires_at > now()
-       returning id
-     )
+    `with used as (${USE_QUOTE})
      select refuse_unless(exists (select 1 from used), '${QUOTE_NOT_USABLE}')`,
     [invocationId, id],
   );
