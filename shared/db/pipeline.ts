@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import knexFactory, { type Knex } from "knex";
 import { dbStatementsPipelined } from "../observability/metrics.js";
+import { lazyTransactor } from "./transactor.js";
 
 // Statements sent without waiting for the answer of the one before (docs/benchmarks.md "The twentieth
 // round"). Every pooled connection runs in pg's pipeline mode: a statement is written to the socket as
@@ -32,6 +33,14 @@ interface KnexTransactionInternals {
   _resolver(value: unknown): void;
   _rejecter(error: unknown): void;
   _completed: boolean;
+  /** The knex client that began the transaction (the pool's), and the transaction it nests in, if any. */
+  client: TransactionClient & { transacting?: boolean };
+  outerTx: unknown;
+  userParams?: Record<string, unknown>;
+  transactor: unknown;
+  isCompleted(): boolean;
+  emit(event: string | symbol, ...args: unknown[]): boolean;
+  _onAcquire(container: (transactor: unknown) => unknown, connection: unknown): Promise<unknown>;
 }
 
 /** knex's PostgreSQL transaction (knex 3.3, pinned in package-lock.json; the class has no public export). */
@@ -69,6 +78,42 @@ export class CommittedBeforeFailure extends Error {
 class PipelinedBegin extends PgTransaction {
   /** The COMMIT sent with the last flight, once asked for: its answer is the transaction's end. */
   private sentCommit: Promise<{ response?: { command?: string } }> | undefined;
+
+  /**
+   * knex's own start of a transaction once it holds a connection (knex 3.3's Transaction#_onAcquire), with
+   * the transaction's client made here and its transactor a stand-in that builds knex's only when used
+   * (transactor.ts). A savepoint's transaction is never one of these (only the pool's client makes them).
+   */
+  override _onAcquire(container: (transactor: unknown) => unknown, connection: unknown): Promise<unknown> {
+    if (this.outerTx || this.client.transacting) return super._onAcquire(container, connection);
+    const trxClient = transactionClient(this, this.client, connection);
+    this.trxClient = trxClient as unknown as KnexTransactionInternals["trxClient"];
+    const began = this.begin(connection);
+    const execution = new Promise((resolve, reject) => {
+      this._resolver = resolve;
+      this._rejecter = reject;
+    });
+    began
+      .then(() => {
+        const transactor = lazyTransactor(this, connection, trxClient) as unknown as Record<string, unknown>;
+        this.transactor = transactor;
+        transactor.executionPromise = execution;
+        // As knex: a handler that throws, or whose promise fails, rolls back; one that succeeds commits.
+        let result: unknown;
+        try {
+          result = container(transactor);
+        } catch (error) {
+          result = Promise.reject(error);
+        }
+        if (typeof (result as PromiseLike<unknown> | null)?.then === "function")
+          Promise.resolve(result)
+            .then((value) => (transactor.commit as (v: unknown) => Promise<unknown>)(value))
+            .catch((error) => (transactor.rollback as (e: unknown) => Promise<unknown>)(error));
+        return null;
+      })
+      .catch((error) => this._rejecter(error));
+    return execution;
+  }
 
   override begin(connection: unknown): Promise<unknown> {
     (this.trxClient as unknown as Record<symbol, () => void>)[COMMIT_WITH_FLIGHT] = () =>
@@ -118,6 +163,70 @@ class PipelinedBegin extends PgTransaction {
       () => this._rejecter(error),
     );
   }
+}
+
+/** The parts of knex's client a transaction's own client copies (knex 3.3's makeTxClient). */
+interface TransactionClient {
+  constructor: { prototype: object };
+  version?: unknown;
+  config: unknown;
+  driver: unknown;
+  connectionSettings: unknown;
+  valueForUndefined: unknown;
+  logger: unknown;
+  emit(event: string | symbol, ...args: unknown[]): boolean;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  query(connection: unknown, statement: unknown): Promise<unknown>;
+  stream(connection: unknown, statement: unknown, stream: unknown, options: unknown): Promise<unknown>;
+}
+
+/** The events a transaction's client passes on to its transaction and to the pool's client, as knex's. */
+const FORWARDED_EVENTS = ["start", "query", "query-error", "query-response"] as const;
+
+/**
+ * A client that runs every statement on the transaction's connection and never releases it (what knex
+ * 3.3's private makeTxClient makes, written here because knex does not export it): a statement for
+ * another connection, or asked for once the transaction is complete, is refused as knex refuses it.
+ */
+function transactionClient(
+  trx: KnexTransactionInternals,
+  client: TransactionClient,
+  connection: unknown,
+): TransactionClient {
+  const trxClient = Object.create(client.constructor.prototype) as TransactionClient &
+    Record<string, unknown>;
+  trxClient.version = client.version;
+  trxClient.config = client.config;
+  trxClient.driver = client.driver;
+  trxClient.connectionSettings = client.connectionSettings;
+  trxClient.transacting = true;
+  trxClient.valueForUndefined = client.valueForUndefined;
+  trxClient.logger = client.logger;
+  for (const event of FORWARDED_EVENTS)
+    trxClient.on(event, (...args: unknown[]) => {
+      trx.emit(event, ...args);
+      client.emit(event, ...args);
+    });
+  const guarded =
+    <A extends unknown[]>(run: (conn: unknown, statement: unknown, ...rest: A) => Promise<unknown>) =>
+    (conn: unknown, statement: unknown, ...rest: A): Promise<unknown> => {
+      const completed = trx.isCompleted();
+      return new Promise((resolve, reject) => {
+        try {
+          if (conn !== connection) throw new Error("Invalid connection for transaction query.");
+          if (completed)
+            throw new Error("Transaction query already complete, run with DEBUG=knex:tx for more info");
+          resolve(run.call(trxClient, conn, statement, ...rest));
+        } catch (error) {
+          reject(error);
+        }
+      });
+    };
+  trxClient.query = guarded(trxClient.query);
+  trxClient.stream = guarded(trxClient.stream);
+  trxClient.acquireConnection = () => Promise.resolve(connection);
+  trxClient.releaseConnection = () => Promise.resolve();
+  return trxClient;
 }
 
 /**

@@ -70,6 +70,10 @@ interface PgConnection {
  */
 // biome-ignore lint/suspicious/noExplicitAny: pg's result rows are untyped.
 async function runNamed(q: Db, name: string, text: string, values: unknown[]): Promise<any> {
+  // knex refuses a statement for a transaction that is complete; this path passes knex by, so it
+  // refuses here, or the statement would run on a connection already back in the pool.
+  if ((q as Knex.Transaction).isTransaction && (q as Knex.Transaction).isCompleted())
+    throw new Error("Transaction query already complete, run with DEBUG=knex:tx for more info");
   const client = q.client as {
     acquireConnection(): Promise<PgConnection>;
     releaseConnection(connection: PgConnection): Promise<unknown>;
