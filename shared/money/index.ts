@@ -37,7 +37,9 @@ export {
   assertPaidExecutionEnabled,
   availability,
   funding,
+  isCustodyFrozenRefusal,
   paidGate,
+  paidGateProvedByHold,
   readGate,
 } from "./gate/availability.js";
 export { custodyStatus, setCustody } from "./gate/custody.js";

@@ -27,7 +27,13 @@ import { newTimeOrderedId } from "../kernel/ids.js";
 import { inputMatches } from "../kernel/json-schema.js";
 import { formatUsdc, micros, parseUsdc } from "../kernel/money.js";
 import { logger } from "../log.js";
-import { assertCustodyOpen, paidGate, retryTransient } from "../money/index.js";
+import {
+  assertCustodyOpen,
+  isCustodyFrozenRefusal,
+  paidGate,
+  paidGateProvedByHold,
+  retryTransient,
+} from "../money/index.js";
 import { markJobSent } from "../outbox/index.js";
 import { enqueue, type JobWatch, timedWatch, watchJob } from "../queues.js";
 import { needsApproval, requestApproval } from "./approvals/approvals.js";
@@ -77,6 +83,11 @@ export interface ExecuteRequest {
   quoteId?: string;
   /** The task's listings, already being read (readTaskListings, from the route's prefetch). */
   taskListings?: TaskRead;
+  /**
+   * Read the paid gate afresh instead of taking this process's kept reading (paidGateProvedByHold): set
+   * when a hold ranked on a kept reading found custody frozen since.
+   */
+  freshGate?: boolean;
 }
 
 export interface InvokeRequest {
@@ -145,11 +156,26 @@ export async function submitExecution(
   requestId: string,
 ): Promise<Submission> {
   if (req.quoteId) return submitQuotedExecution(principal, req, requestId);
+  try {
+    return await submitRankedExecution(principal, req, requestId);
+  } catch (error) {
+    // Ranked on a kept gate reading, the hold found custody frozen and wrote nothing: the execute is
+    // decided again on a fresh reading, which leaves paid listings out (a free one may still serve).
+    if (req.freshGate || !isCustodyFrozenRefusal(error)) throw error;
+    return submitExecution(principal, { ...req, freshGate: true }, requestId);
+  }
+}
+
+async function submitRankedExecution(
+  principal: Principal,
+  req: ExecuteRequest,
+  requestId: string,
+): Promise<Submission> {
   const generation = req.taskListings?.generation;
   if (generation === undefined)
     return createInvocation(principal, await rankedWork(principal, req), requestId);
   const again = () =>
-    submitExecution(
+    submitRankedExecution(
       principal,
       { ...req, taskListings: readTaskListings(req.task, { fresh: true }) },
       requestId,
@@ -173,7 +199,9 @@ export async function submitExecution(
 async function rankedWork(principal: Principal, req: ExecuteRequest): Promise<NewWork> {
   const maxCostMicros = maxCost(req.maxCostUsdc, "/constraints/max_cost");
   const policy = principal.policy;
-  const ranking = await rankCandidates(req.task, maxCostMicros, paidGate, openCircuits, {
+  // A kept gate reading is proved by the hold's own custody check (paidGateProvedByHold).
+  const gate = req.freshGate ? paidGate : paidGateProvedByHold;
+  const ranking = await rankCandidates(req.task, maxCostMicros, gate, openCircuits, {
     policy,
     buyerAgentId: principal.agentId,
     read: req.taskListings,
@@ -310,7 +338,8 @@ async function submitLocked(
     });
   }
   if (price > 0n) {
-    const gate = await paidGate();
+    // A kept reading: the hold re-checks custody, and a freeze since fails it with this same 503.
+    const gate = await paidGateProvedByHold();
     if (!gate.enabled) throw paidExecutionUnavailable(gate.reason ?? "paid_execution_disabled");
     await assertWithinSpendLimits(principal, price);
   }

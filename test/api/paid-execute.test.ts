@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
-import { resetGateCache } from "../../shared/money/gate/availability.js";
+import { builtFullTransactor } from "../../shared/db/transactor.js";
+import { paidGateProvedByHold, readGate, resetGateCache } from "../../shared/money/gate/availability.js";
 import { balances, platformAccount } from "../../shared/money/ledger/ledger.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
@@ -172,6 +173,46 @@ describe("paid direct invoke", () => {
       (await db()("ledger_transactions").where({ idempotency_key: key }).first("id")).id;
     expect(evidence.authorization.source_ref).toBe(await ledgerId(`ledger:hold:${res.body.invocation_id}`));
     expect(evidence.capture.source_ref).toBe(await ledgerId(`ledger:capture:${res.body.invocation_id}`));
+  });
+
+  it("runs a paid execute's transactions on prepared statements alone: no knex transactor is built", async () => {
+    // docs/benchmarks.md "The twenty-fourth round": knex's transactor was the largest allocation of a
+    // paid execute; the hold's and the capture's transactions leave it unbuilt (shared/db/transactor.ts).
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.01,
+      sellerId: sellerAgent.agentId,
+    });
+    const buyer = await funded(1);
+    const call = () =>
+      api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: { q: 1 } } });
+    expect((await call()).status).toBe(200); // a first call may post in two steps (an account's first use)
+    // Every transaction this process opens from now on, with where it was opened (the outbox sweeper's
+    // and other background work are told apart by that).
+    const opened: { trx: object; from: string }[] = [];
+    const knex = db();
+    const original = knex.transaction.bind(knex);
+    const spy = vi.spyOn(knex, "transaction").mockImplementation(((container: unknown, config: unknown) => {
+      const from = new Error().stack ?? "";
+      if (typeof container !== "function") return original(container as never, config as never);
+      const recorded = (trx: object) => {
+        opened.push({ trx, from });
+        return (container as (t: object) => unknown)(trx);
+      };
+      return original(recorded as never, config as never);
+    }) as never);
+    try {
+      for (let i = 0; i < 3; i += 1) {
+        const res = await call();
+        expect(res.status).toBe(200);
+        expect(res.body.cost).toMatchObject({ charged: true });
+      }
+    } finally {
+      spy.mockRestore();
+    }
+    const paidPath = opened.filter((o) => /shared\/routing\/(submission|run-invocation)\.ts/.test(o.from));
+    expect(paidPath.length).toBe(6); // each call's hold and its capture
+    expect(paidPath.filter((o) => builtFullTransactor(o.trx))).toEqual([]);
   });
 
   it("answers 402 with what to do when the balance is short, and writes nothing", async () => {
@@ -452,6 +493,70 @@ describe("custody freeze (admin API)", () => {
       before: { frozen: true },
       after: { frozen: false },
     });
+  });
+
+  it("a freeze written by another process binds at once although this one kept an open gate reading", async () => {
+    // The gate a hold proves (docs/payments.md): an open custody reading kept for CHAIN_CHECK_CACHE_MS is
+    // used without reading the switch again, and the hold's own custody check is what binds a freeze.
+    const config = getConfig();
+    overrideConfig({ chainCheckCacheMs: 60_000 });
+    const task = taskName();
+    const paid = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.1,
+      tags: [task],
+      sellerId: sellerAgent.agentId,
+      verificationStatus: "verified", // ranked above the free one while paid execution is open
+    });
+    const free = await buildListing({ endpointUrl: okSeller.url, price: 0, tags: [task] });
+    const buyer = await funded(1);
+    // Another process freezes: the row changes, and nothing tells this one.
+    const writeFrozen = (frozen: boolean) =>
+      db().raw(
+        "update platform_settings set value = jsonb_set(value, '{frozen}', ?::jsonb) where key = 'custody'",
+        [JSON.stringify(frozen)],
+      );
+    try {
+      resetGateCache();
+      expect((await readGate()).enabled).toBe(true); // kept: open, read just now
+      await writeFrozen(true);
+      expect(await paidGateProvedByHold()).toEqual({ enabled: true, reason: null }); // not read again
+
+      const before = await moneyRowCounts();
+      const invoke = await api("POST", `/api/invoke/${paid.id}`, { key: buyer.apiKey, body: { input: {} } });
+      expect(invoke.status).toBe(503);
+      expect(invoke.body.error.details.reason).toBe("platform_custody_frozen");
+      expect(await moneyRowCounts()).toEqual(before);
+      // The hold forgot the kept reading: the next read is fresh.
+      expect(await paidGateProvedByHold()).toEqual({ enabled: false, reason: "platform_custody_frozen" });
+
+      // An execute ranked on a kept reading is decided again on a fresh one: the free listing serves.
+      expect((await readGate()).enabled).toBe(false);
+      await writeFrozen(false);
+      expect((await readGate()).enabled).toBe(true);
+      await writeFrozen(true);
+      const execute = await api("POST", "/api/execute", { key: buyer.apiKey, body: { task, input: {} } });
+      expect(execute.status).toBe(200);
+      expect(execute.body).toMatchObject({ provider: { listing_id: free.id }, cost: { charged: false } });
+      // The paid hold tried first wrote nothing; only the free run's own rows are new.
+      const after = await moneyRowCounts();
+      expect(after).toEqual({
+        ...before,
+        invocations: before.invocations! + 1,
+        invocation_attempts: before.invocation_attempts! + 1,
+        receipts: before.receipts! + 1,
+      });
+      expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(1), held: 0n });
+
+      // A frozen reading is never kept: the unfreeze binds at the next request.
+      await writeFrozen(false);
+      const open = await api("POST", `/api/invoke/${paid.id}`, { key: buyer.apiKey, body: { input: {} } });
+      expect(open.status).toBe(200);
+    } finally {
+      await writeFrozen(false);
+      overrideConfig(config);
+      resetGateCache();
+    }
   });
 
   it("a freeze racing paid calls: every call either holds and runs or is refused having written nothing", async () => {

@@ -3,7 +3,7 @@ import { chainSettings, platformAddress, platformSigner, publicClient } from "..
 import { getConfig } from "../../config.js";
 import { db } from "../../db/knex.js";
 import { refusalOf } from "../../db/refusals.js";
-import { paidExecutionUnavailable } from "../../errors.js";
+import { AppError, paidExecutionUnavailable } from "../../errors.js";
 import { logger } from "../../log.js";
 import { assertCustodyOpenForShare, CUSTODY_FROZEN, type CustodyState, readCustody } from "./store.js";
 
@@ -62,19 +62,43 @@ async function checkRpc(): Promise<RpcCheck> {
   return rpcCheck.pending;
 }
 
-/** Forgets the cached RPC check (tests that stop or swap the chain). */
+/** Forgets the cached RPC check and the kept open reading (tests that stop or swap the chain). */
 export function resetGateCache(): void {
   rpcCheck = undefined;
+  forgetKeptGate();
+}
+
+/**
+ * The last reading of the custody switch in this process that found it open, and when it was made
+ * (docs/payments.md "The gate a hold proves"). Only an open switch is kept: a frozen one is read afresh
+ * on every call, so an unfreeze binds at the next request.
+ */
+let keptOpenCustody: { at: number; custody: CustodyState } | undefined;
+/** Moved each time a hold finds custody frozen: a reading begun before that is not kept. */
+let forgotten = 0;
+
+function forgetKeptGate(): void {
+  keptOpenCustody = undefined;
+  forgotten += 1;
 }
 
 /** Reads the gate with its reasons; never throws. */
 export async function readGate(): Promise<GateReading> {
+  const at = Date.now();
+  const since = forgotten;
   let custody: CustodyState | null = null;
   try {
     custody = await readCustody(db());
   } catch (err) {
     logger().warn({ err }, "custody state could not be read");
   }
+  if (!custody || custody.frozen) keptOpenCustody = undefined;
+  else if (since === forgotten) keptOpenCustody = { at, custody };
+  return gateWith(custody);
+}
+
+/** The gate for this custody reading (null: unreadable), the rail checked now (its RPC check cached). */
+async function gateWith(custody: CustodyState | null): Promise<GateReading> {
   const configured = chainSettings() !== undefined;
   const signer = platformSigner() !== undefined && platformAddress() !== undefined;
   const rail = { configured, rpc_ok: null as boolean | null, chain_id: null as number | null, signer };
@@ -102,6 +126,32 @@ export async function paidGate(): Promise<PaidGate> {
   return { enabled, reason };
 }
 
+/**
+ * The gate for a paid submission, whose hold re-reads custody under a share lock in its own transaction
+ * (assertCustodyOpen) and so proves the custody half of this answer: an open custody reading made in
+ * this process within CHAIN_CHECK_CACHE_MS (the rail check's own budget) is used without reading the
+ * switch again; the rail is checked as on every read. A freeze since then fails the hold, which writes
+ * nothing and forgets the kept reading; the caller then decides again on a fresh one (docs/payments.md
+ * "The gate a hold proves"). Only for paths whose every paid write goes through assertCustodyOpen.
+ */
+export async function paidGateProvedByHold(): Promise<PaidGate> {
+  const kept = keptOpenCustody;
+  const { enabled, reason } =
+    kept && Date.now() - kept.at < getConfig().chainCheckCacheMs
+      ? await gateWith(kept.custody)
+      : await readGate();
+  return { enabled, reason };
+}
+
+/** A 503 that says custody is frozen: what a hold answers when its custody check fails. */
+export function isCustodyFrozenRefusal(error: unknown): boolean {
+  return (
+    error instanceof AppError &&
+    error.code === "TEMPORARILY_UNAVAILABLE" &&
+    (error.details as { reason?: unknown } | undefined)?.reason === GATE_REASONS.frozen
+  );
+}
+
 /** Throws 503 TEMPORARILY_UNAVAILABLE (with the reason) unless paid execution is enabled right now. */
 export async function assertPaidExecutionEnabled(): Promise<void> {
   const gate = await paidGate();
@@ -115,7 +165,9 @@ export async function assertPaidExecutionEnabled(): Promise<void> {
  */
 export async function assertCustodyOpen(trx: Knex.Transaction): Promise<void> {
   await assertCustodyOpenForShare(trx).catch((error: unknown) => {
-    throw refusalOf(error) === CUSTODY_FROZEN ? paidExecutionUnavailable(GATE_REASONS.frozen) : error;
+    if (refusalOf(error) !== CUSTODY_FROZEN) throw error;
+    forgetKeptGate(); // the next paid submission reads the gate afresh
+    throw paidExecutionUnavailable(GATE_REASONS.frozen);
   });
 }
 

@@ -25,9 +25,9 @@ function toCustody(
   };
 }
 
-// Every paid call reads the custody row twice (the gate, then the paid transaction's share lock): both
-// reads are named prepared statements, planned once per connection (docs/benchmarks.md "The nineteenth
-// round").
+// A paid call reads the custody row in its transaction, under a share lock, and before that for the gate
+// unless its process read it open within CHAIN_CHECK_CACHE_MS (paidGateProvedByHold): both reads are
+// named prepared statements, planned once per connection (docs/benchmarks.md "The nineteenth round").
 const READ_CUSTODY = "select * from platform_settings where key = 'custody'";
 
 /** The custody switch as stored. */
