@@ -161,6 +161,8 @@ export async function submitExecution(
   } catch (error) {
     // Ranked on a kept gate reading, the hold found custody frozen and wrote nothing: the execute is
     // decided again on a fresh reading, which leaves paid listings out (a free one may still serve).
+    // A frozen 503 that came from a fresh reading is decided again too, once, and answers the same:
+    // the cost of not telling the two apart falls only while custody is frozen.
     if (req.freshGate || !isCustodyFrozenRefusal(error)) throw error;
     return submitExecution(principal, { ...req, freshGate: true }, requestId);
   }

@@ -175,9 +175,10 @@ describe("paid direct invoke", () => {
     expect(evidence.capture.source_ref).toBe(await ledgerId(`ledger:capture:${res.body.invocation_id}`));
   });
 
-  it("runs a paid execute's transactions on prepared statements alone: no knex transactor is built", async () => {
+  it("runs a paid call's transactions on prepared statements alone: no knex transactor is built", async () => {
     // docs/benchmarks.md "The twenty-fourth round": knex's transactor was the largest allocation of a
-    // paid execute; the hold's and the capture's transactions leave it unbuilt (shared/db/transactor.ts).
+    // paid call (execute or invoke, one path); its hold's and capture's transactions leave it unbuilt
+    // (shared/db/transactor.ts).
     const listing = await buildListing({
       endpointUrl: okSeller.url,
       price: 0.01,
