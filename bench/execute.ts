@@ -3,6 +3,7 @@ import os from "node:os";
 import { join } from "node:path";
 import { freePort } from "../shared/infra/free-port.js";
 import { findProfile, monotonicMicros, summariseProfile } from "./execute/cpu-profile.js";
+import { HEAP_HOOK, summariseHeapProfile } from "./execute/heap-profile.js";
 import { PAID_PRICE_USDC, retirePaidListings, setUpPaid } from "./execute/paid.js";
 import { type Floor, type Peer, preflightChat, startFloor, startPeer } from "./execute/peer.js";
 import {
@@ -27,6 +28,7 @@ import {
   type LoadSpec,
   log,
   loud,
+  type Measurement,
   measure,
   measureGroups,
   preflightEcho,
@@ -61,7 +63,8 @@ import {
  * BENCH_ROUND_TRIPS=0 skips the counting; BENCH_PEER_ROUNDS (default 3) more rounds of the free execute and
  * the peer, interleaved; BENCH_CPU_PROFILE=1 profiles the service under the free execute
  * alone (the paid one with BENCH_PROFILE_PAID=1), at c=32 or BENCH_PROFILE_CONNECTIONS
- * (bench/execute/cpu-profile.ts); BENCH_TIMELINE=1 prints the free execute's critical path at c=1,
+ * (bench/execute/cpu-profile.ts); BENCH_HEAP_PROFILE=1 prints what the service allocated per execute
+ * there instead, and where (bench/execute/heap-profile.ts); BENCH_TIMELINE=1 prints the free execute's critical path at c=1,
  * segment by segment, stamped inside the service (bench/execute/timeline.ts).
  */
 
@@ -72,6 +75,7 @@ const CPU_PROFILE = process.env.BENCH_CPU_PROFILE === "1";
 const PROFILE_CONNECTIONS = Number(process.env.BENCH_PROFILE_CONNECTIONS ?? 32);
 const PROFILE_PAID = process.env.BENCH_PROFILE_PAID === "1";
 const TIMELINE = process.env.BENCH_TIMELINE === "1";
+const HEAP_PROFILE = process.env.BENCH_HEAP_PROFILE === "1";
 const CONNECTIONS = [1, 32] as const;
 /** More rounds of the free execute against the peer, interleaved (measureInterleaved). */
 const PEER_ROUNDS = Number(process.env.BENCH_PEER_ROUNDS ?? 3);
@@ -199,14 +203,16 @@ async function startBenchService(env: Record<string, string>, nodeArgs: string[]
 }
 
 /**
- * BENCH_CPU_PROFILE=1: the free execute alone (or with BENCH_PROFILE_PAID=1 the paid one, on the dev
- * chain's ledger path and the upstream's loopback seller) at c=BENCH_PROFILE_CONNECTIONS (default 32),
- * under --cpu-prof, summarised over its window.
+ * A service for a profile: started with `nodeArgs`, a buyer registered, and the execute to profile (the
+ * free one, or with BENCH_PROFILE_PAID=1 the paid one, on the dev chain's ledger path and the upstream's
+ * loopback seller), warmed up, the database vacuumed.
  */
-async function runProfile(env: Record<string, string>): Promise<void> {
-  const dir = mkdtempSync(join(os.tmpdir(), "agentmarket-cpu-prof-"));
+async function serviceToProfile(
+  env: Record<string, string>,
+  nodeArgs: string[],
+): Promise<{ service: Service; execute: EchoSpec }> {
   const chain: Record<string, string> = PROFILE_PAID ? { DEV_CHAIN: "1", DEV_CHAIN_PORT: "0" } : {};
-  const service = await startBenchService({ ...env, ...chain }, ["--cpu-prof", `--cpu-prof-dir=${dir}`]);
+  const service = await startBenchService({ ...env, ...chain }, nodeArgs);
   const apiKey = await register(service.baseUrl);
   let { execute } = echoScenarios(service.baseUrl, apiKey);
   if (PROFILE_PAID) {
@@ -217,10 +223,17 @@ async function runProfile(env: Record<string, string>): Promise<void> {
   } else await preflightEcho([execute]);
   await warmUp({ ...execute, connections: 4 }, WARM_UP_REQUESTS);
   if (env.DATABASE_URL) await vacuumAnalyzeDatabase(env.DATABASE_URL);
+  return { service, execute };
+}
+
+/** Measures the profiled execute at c=BENCH_PROFILE_CONNECTIONS, prints its figures, and tidies up after. */
+async function measureProfiled(
+  env: Record<string, string>,
+  service: Service,
+  execute: EchoSpec,
+): Promise<Measurement> {
   log(`profiling ${execute.scenario} at c=${PROFILE_CONNECTIONS} for ${SECONDS} s…`);
-  const from = monotonicMicros();
   const m = await measure({ ...execute, connections: PROFILE_CONNECTIONS, seconds: SECONDS }, service.pid);
-  const to = monotonicMicros();
   log(
     `  ${fixed(m.okPerSecond, 0)} executes/s, p50 ${fixed(m.p50Ms)} ms, p99 ${fixed(m.p99Ms)} ms, ` +
       `service ${fixed(m.cpu.service)} cores`,
@@ -228,11 +241,44 @@ async function runProfile(env: Record<string, string>): Promise<void> {
   reportFailures(m);
   if (env.REDIS_URL) await drainExecutions(env);
   if (PROFILE_PAID && env.DATABASE_URL) await retirePaidListings(env.DATABASE_URL);
+  return m;
+}
+
+/**
+ * BENCH_CPU_PROFILE=1: the execute to profile (serviceToProfile) at c=BENCH_PROFILE_CONNECTIONS
+ * (default 32), under --cpu-prof, summarised over its window.
+ */
+async function runProfile(env: Record<string, string>): Promise<void> {
+  const dir = mkdtempSync(join(os.tmpdir(), "agentmarket-cpu-prof-"));
+  const { service, execute } = await serviceToProfile(env, ["--cpu-prof", `--cpu-prof-dir=${dir}`]);
+  const from = monotonicMicros();
+  await measureProfiled(env, service, execute);
+  const to = monotonicMicros();
   log("stopping the service with SIGTERM so that it writes its profile…");
   await service.stop();
   const path = findProfile(dir);
   if (!path) throw new Error(`no .cpuprofile in ${dir}: did the service exit cleanly?`);
   summariseProfile(path, from, to);
+}
+
+/**
+ * BENCH_HEAP_PROFILE=1: the same, under V8's sampling heap profiler (bench/execute/heap-hook.ts, started
+ * and stopped by SIGUSR2 around the load window): what the service allocated per execute, and where.
+ */
+async function runHeapProfile(env: Record<string, string>): Promise<void> {
+  const file = join(mkdtempSync(join(os.tmpdir(), "agentmarket-heap-prof-")), "heap.heapprofile");
+  const { service, execute } = await serviceToProfile({ ...env, BENCH_HEAP_PROFILE_FILE: file }, [
+    "--import",
+    HEAP_HOOK,
+  ]);
+  process.kill(service.pid, "SIGUSR2");
+  const m = await measureProfiled(env, service, execute);
+  process.kill(service.pid, "SIGUSR2");
+  for (let waited = 0; !existsSync(file) && waited < 10_000; waited += 100) await sleep(100);
+  await service.stop();
+  if (!existsSync(file)) throw new Error(`no heap profile at ${file}: did the service load the hook?`);
+  // Every answer the load counted, 2xx or not, was an execute the service ran code for.
+  summariseHeapProfile(file, m.ok + m.other2xx + m.non2xx);
 }
 
 /**
@@ -285,6 +331,7 @@ async function run(): Promise<void> {
   // Loopback sellers (the paid listing's, the fallback scenario's) must be callable.
   const env = { ...infra.env, OUTBOUND_ALLOWLIST: "127.0.0.1" };
   if (CPU_PROFILE) return runProfile(env);
+  if (HEAP_PROFILE) return runHeapProfile(env);
   if (TIMELINE) return runTimeline(env);
   // The free rows run on the default all-in-one service (npm start's, no chain in it); the paid rows on a
   // second one with DEV_CHAIN=1, started after the free rows, whose in-process EVM mines a block a

@@ -14,7 +14,7 @@ import { fixed, log, loud, table } from "../lib.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
-interface CallFrame {
+export interface CallFrame {
   functionName: string;
   url: string;
   lineNumber: number;
@@ -38,7 +38,7 @@ export function findProfile(dir: string): string | undefined {
 }
 
 /** Where a frame's code lives: an npm package, our compiled file, a node: module, or V8 itself. */
-function placeOf(frame: CallFrame): string {
+export function placeOf(frame: CallFrame): string {
   const url = frame.url;
   if (!url) return frame.functionName.startsWith("(") ? frame.functionName : "(native)";
   if (url.startsWith("node:")) return "node: built-ins";
@@ -51,7 +51,7 @@ function placeOf(frame: CallFrame): string {
   return relative(REPO_ROOT, path);
 }
 
-function labelOf(frame: CallFrame): string {
+export function labelOf(frame: CallFrame): string {
   const name = frame.functionName || "(anonymous)";
   if (!frame.url) return name;
   const place = frame.url.startsWith("node:") ? frame.url : placeOf(frame);
