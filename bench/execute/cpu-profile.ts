@@ -84,20 +84,33 @@ export function summariseProfile(path: string, from: number, to: number): void {
     const place = placeOf(frame);
     byPlace.set(place, (byPlace.get(place) ?? 0) + self);
   }
+  log();
+  log(`CPU profile of the service over the load window: ${fixed(total / 1e6, 2)} s of samples`);
+  log("  (idle) is time the main thread waited; (program) native code outside JS; (garbage collector) GC");
+  printTops({ byFunction, byPlace, total }, "self time", "self ms", (us) => fixed(us / 1000, 0));
+  log(`profile: ${path} (open it in Chrome DevTools → Performance, or VS Code)`);
+}
+
+/**
+ * Prints a profile's top 25 functions and top 15 packages / files by what it tallied for each (`by`,
+ * shown in `column` as `shown` writes it), with each one's share of the total.
+ */
+export function printTops(
+  tally: { byFunction: Map<string, number>; byPlace: Map<string, number>; total: number },
+  by: string,
+  column: string,
+  shown: (value: number) => string,
+): void {
   const top = (m: Map<string, number>, n: number) =>
     [...m]
       .sort((a, b) => b[1] - a[1])
       .slice(0, n)
-      .map(([name, us]) => [name, fixed(us / 1000, 0), fixed((100 * us) / total, 1)]);
+      .map(([name, value]) => [name, shown(value), fixed((100 * value) / tally.total, 1)]);
   log();
-  log(`CPU profile of the service over the load window: ${fixed(total / 1e6, 2)} s of samples`);
-  log("  (idle) is time the main thread waited; (program) native code outside JS; (garbage collector) GC");
+  log(`Top 25 functions by ${by}`);
+  log(table(["function  place:line", column, "%"], top(tally.byFunction, 25)));
   log();
-  log("Top 25 functions by self time");
-  log(table(["function  place:line", "self ms", "%"], top(byFunction, 25)));
+  log(`Top 15 packages / files by ${by}`);
+  log(table(["package or file", column, "%"], top(tally.byPlace, 15)));
   log();
-  log("Top 15 packages / files by self time");
-  log(table(["package or file", "self ms", "%"], top(byPlace, 15)));
-  log();
-  log(`profile: ${path} (open it in Chrome DevTools → Performance, or VS Code)`);
 }

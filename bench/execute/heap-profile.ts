@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { fixed, log, table } from "../lib.js";
-import { type CallFrame, labelOf, placeOf } from "./cpu-profile.js";
+import { fixed, log } from "../lib.js";
+import { type CallFrame, labelOf, placeOf, printTops } from "./cpu-profile.js";
 
 /**
  * BENCH_HEAP_PROFILE=1: what the service allocated per execute over the load window, by the function
@@ -52,26 +52,15 @@ export function allocationsOf(profile: HeapProfile): {
 
 /** Prints bytes allocated per execute: in all, and the top functions and places by what they allocated. */
 export function summariseHeapProfile(path: string, executes: number): void {
-  const { total, byFunction, byPlace } = allocationsOf(JSON.parse(readFileSync(path, "utf8")) as HeapProfile);
+  const tally = allocationsOf(JSON.parse(readFileSync(path, "utf8")) as HeapProfile);
   const perExecute = (bytes: number) => fixed(bytes / executes / 1024, 1);
-  const top = (m: Map<string, number>, n: number) =>
-    [...m]
-      .sort((a, b) => b[1] - a[1])
-      .slice(0, n)
-      .map(([name, bytes]) => [name, perExecute(bytes), fixed((100 * bytes) / total, 1)]);
   log();
   log(
-    `Heap allocated by the service over the load window: ${perExecute(total)} KB per execute (${executes} executes)`,
+    `Heap allocated by the service over the load window: ${perExecute(tally.total)} KB per execute (${executes} executes)`,
   );
   log(
     "  sampled (one sample per ~1 KB), freed objects included; a function's own allocations, not its callees'",
   );
-  log();
-  log("Top 25 functions by what they allocated");
-  log(table(["function  place:line", "KB/execute", "%"], top(byFunction, 25)));
-  log();
-  log("Top 15 packages / files by what they allocated");
-  log(table(["package or file", "KB/execute", "%"], top(byPlace, 15)));
-  log();
+  printTops(tally, "what they allocated", "KB/execute", perExecute);
   log(`profile: ${path} (open it in Chrome DevTools → Memory, or VS Code)`);
 }
