@@ -573,7 +573,7 @@ export const SETTINGS = {
   chainCheckCacheMs: int(
     "CHAIN_CHECK_CACHE_MS",
     1000,
-    "how long one live RPC check serves the gate (0 = check on every read)",
+    "how long one live RPC check serves the gate, and a paid call may rank on its process's last open custody reading (0 = read both on every call)",
     0,
     60000,
   ),
