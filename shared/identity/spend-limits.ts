@@ -1,6 +1,6 @@
 import type { Knex } from "knex";
 import { db } from "../db/knex.js";
-import { refusalOf } from "../db/refusals.js";
+import { refusedAs } from "../db/refusals.js";
 import { AppError } from "../errors.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import type { KeyPolicy } from "./key-policy.js";
@@ -97,16 +97,12 @@ export async function reserveDailySpend(
   invocationId: string,
   holdMicros: bigint,
 ): Promise<string> {
-  try {
-    return await reserveSpend(trx, {
-      apiKeyId: key.apiKeyId,
-      invocationId,
-      amountMicros: holdMicros,
-      capMicros: key.policy.dailyCapMicros,
-    });
-  } catch (error) {
-    throw refusalOf(error) === DAILY_CAP_FULL ? new DailyCapFull(key, holdMicros) : error;
-  }
+  return reserveSpend(trx, {
+    apiKeyId: key.apiKeyId,
+    invocationId,
+    amountMicros: holdMicros,
+    capMicros: key.policy.dailyCapMicros,
+  }).catch(refusedAs(DAILY_CAP_FULL, () => new DailyCapFull(key, holdMicros)));
 }
 
 /**

@@ -3,7 +3,7 @@ import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { db } from "../db/knex.js";
 import { sentAhead } from "../db/pipeline.js";
-import { refusalOf } from "../db/refusals.js";
+import { refusedAs } from "../db/refusals.js";
 import { returnDailySpend, settleDailySpend } from "../identity/index.js";
 import { newTimeOrderedId } from "../kernel/ids.js";
 import { micros } from "../kernel/money.js";
@@ -231,11 +231,7 @@ async function recordPaidSuccess(
       db().transaction(async (trx) => {
         const receiptId = newTimeOrderedId();
         const recording = recordSuccess(trx, { ...record, receiptId }, { strict: true });
-        const ended = sentAhead(
-          recording.catch((error: unknown) => {
-            throw refusalOf(error) === ENDED_ELSEWHERE ? new EndedElsewhere() : error;
-          }),
-        );
+        const ended = sentAhead(recording.catch(refusedAs(ENDED_ELSEWHERE, () => new EndedElsewhere())));
         await settleSuccess(trx, {
           ...paid,
           receiptId,

@@ -9,7 +9,7 @@ import { getConfig } from "../config.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { type Db, db } from "../db/knex.js";
 import { inOneFlight, sentAhead } from "../db/pipeline.js";
-import { refusalOf } from "../db/refusals.js";
+import { refusedAs } from "../db/refusals.js";
 import { AppError, paidExecutionUnavailable } from "../errors.js";
 import {
   assertWithinSpendLimits,
@@ -473,22 +473,21 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     ? { generation: work.kept, candidates: work.candidateListings.map(callTargetOf) }
     : undefined;
   // Outside a transaction a claim on a proved copy may share its statement with others (provedClaims).
-  const insert = async (q: Db, inTransaction: boolean): Promise<InvocationRow> => {
-    try {
-      if (slot)
-        claim =
-          proved && !inTransaction
-            ? await provedClaims.write({ row, proved })
-            : await insertClaimedInvocation(q, row, RUN_TIMING, proved, { strict: inTransaction });
-      const inserted = slot
-        ? claim?.invocation
-        : await insertInvocationWithJob(q, row, "executions", guard(inTransaction));
-      if (!inserted) throw new CatalogMoved();
-      return inserted;
-    } catch (error) {
-      throw refusalOf(error) === CATALOG_MOVED ? new CatalogMoved() : error;
-    }
+  const insertOnce = async (q: Db, inTransaction: boolean): Promise<InvocationRow> => {
+    if (slot)
+      claim =
+        proved && !inTransaction
+          ? await provedClaims.write({ row, proved })
+          : await insertClaimedInvocation(q, row, RUN_TIMING, proved, { strict: inTransaction });
+    const inserted = slot
+      ? claim?.invocation
+      : await insertInvocationWithJob(q, row, "executions", guard(inTransaction));
+    if (!inserted) throw new CatalogMoved();
+    return inserted;
   };
+  // A moved catalog writes nothing (outside a transaction) or fails the insert (strict, inside one).
+  const insert = (q: Db, inTransaction: boolean): Promise<InvocationRow> =>
+    insertOnce(q, inTransaction).catch(refusedAs(CATALOG_MOVED, () => new CatalogMoved()));
   let invocation: InvocationRow;
   try {
     invocation = transaction
@@ -498,15 +497,13 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
             // would go one by one: the custody check (a share lock on its row), the insert, the key's
             // claim (it references the row; an already-claimed key rolls it back), the quote's use
             // (after the claim, so a retried request replays instead of meeting its own used quote), and
-            // behind them the hold's lock (PostTransactionInput.before). Each refuses by failing, which
-            // aborts the ones behind it: the first to fail is the error (inOneFlight).
-            // Asked for in that order, so that they go out in it: each is a named statement (preparedRaw),
-            // so each takes as many steps to reach the driver. The first to fail aborts the rest.
+            // behind them the hold's lock (PostTransactionInput.before). Asked for in that order, so that
+            // they go out in it: each is a named statement (preparedRaw), taking as many steps to reach
+            // the driver. Each refuses by failing, never by its answer (refuse_unless), which aborts the
+            // ones behind it: the first to fail is the error (inOneFlight).
             const custody = paid ? assertCustodyOpen(trx) : undefined;
             const inserting = awaiting ? insertAwaitingInvocation(trx, row) : insert(trx, true);
             const steps: Promise<unknown>[] = custody ? [custody, inserting] : [inserting];
-            // Each refuses by failing, never by its answer (refuse_unless): the hold behind them waits for
-            // none of their answers (oneFlight below).
             if (key) {
               const claim = {
                 agent_id: principal.agentId,
@@ -516,18 +513,16 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
               };
               steps.push(
                 claimIdempotencyKey(trx, claim, getConfig().idempotencyRetentionHours).catch(
-                  (error: unknown) => {
-                    throw refusalOf(error) === KEY_CLAIMED ? new KeyAlreadyClaimed() : error;
-                  },
+                  refusedAs(KEY_CLAIMED, () => new KeyAlreadyClaimed()),
                 ),
               );
             }
             const { quote } = work;
             if (quote) {
               steps.push(
-                useQuoteStrictly(trx, quote.id, invocationId).catch((error: unknown) => {
-                  throw refusalOf(error) === QUOTE_NOT_USABLE ? new QuoteRefused(quote.id) : error;
-                }),
+                useQuoteStrictly(trx, quote.id, invocationId).catch(
+                  refusedAs(QUOTE_NOT_USABLE, () => new QuoteRefused(quote.id)),
+                ),
               );
             }
             const before = sentAhead(inOneFlight(...steps));

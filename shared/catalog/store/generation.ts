@@ -1,4 +1,5 @@
 import type { InsertGuard } from "../../db/prepared.js";
+import { refuseUnless } from "../../db/refusals.js";
 
 // The catalog's generation (migration 20261129000100): a number that moves, in the writer's transaction,
 // whenever any listing is written (last_success_at alone excepted). Listings read in a snapshot of
@@ -16,7 +17,7 @@ export const CATALOG_GENERATION_SQL = "select generation from catalog_generation
 export function catalogUnmoved(generation: string, options: { strict?: boolean } = {}): InsertGuard {
   const unmoved = `(${CATALOG_GENERATION_SQL}) = ?::bigint`;
   return {
-    sql: options.strict ? `refuse_unless(${unmoved}, '${CATALOG_MOVED}')` : unmoved,
+    sql: options.strict ? refuseUnless(unmoved, CATALOG_MOVED) : unmoved,
     bindings: [generation],
   };
 }

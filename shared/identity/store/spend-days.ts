@@ -1,5 +1,6 @@
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
+import { refuseUnless } from "../../db/refusals.js";
 
 // Per-key, per-UTC-day spend (docs/payments.md "Keys, scopes and spend limits"). Every day is the database's UTC
 // date, so API processes with skewed clocks agree on when a day ends.
@@ -39,7 +40,7 @@ export async function reserveSpend(
        update invocations set spend_day = d.day from d where invocations.id = ? returning invocations.id
      )
      select d.day::text as day from (select 1) as one left join d on true
-      where refuse_unless(d.day is not null, '${DAILY_CAP_FULL}')`,
+      where ${refuseUnless("d.day is not null", DAILY_CAP_FULL)}`,
     [r.apiKeyId, r.amountMicros.toString(), cap, cap, r.invocationId],
   );
   return result.rows[0].day as string;

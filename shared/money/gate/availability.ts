@@ -2,7 +2,7 @@ import type { Knex } from "knex";
 import { chainSettings, platformAddress, platformSigner, publicClient } from "../../chain/client.js";
 import { getConfig } from "../../config.js";
 import { db } from "../../db/knex.js";
-import { refusalOf } from "../../db/refusals.js";
+import { refusedAs } from "../../db/refusals.js";
 import { AppError, paidExecutionUnavailable } from "../../errors.js";
 import { logger } from "../../log.js";
 import { assertCustodyOpenForShare, CUSTODY_FROZEN, type CustodyState, readCustody } from "./store.js";
@@ -164,11 +164,12 @@ export async function assertPaidExecutionEnabled(): Promise<void> {
  * statement fails, so the transaction is aborted: nothing sent behind it commits.
  */
 export async function assertCustodyOpen(trx: Knex.Transaction): Promise<void> {
-  await assertCustodyOpenForShare(trx).catch((error: unknown) => {
-    if (refusalOf(error) !== CUSTODY_FROZEN) throw error;
-    forgetKeptGate(); // the next paid submission reads the gate afresh
-    throw paidExecutionUnavailable(GATE_REASONS.frozen);
-  });
+  await assertCustodyOpenForShare(trx).catch(
+    refusedAs(CUSTODY_FROZEN, () => {
+      forgetKeptGate(); // the next paid submission reads the gate afresh
+      return paidExecutionUnavailable(GATE_REASONS.frozen);
+    }),
+  );
 }
 
 /** Routes that answer without payment and without a key: safe to call in any availability state. */

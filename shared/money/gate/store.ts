@@ -1,6 +1,7 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
+import { refuseUnless } from "../../db/refusals.js";
 
 /** Custody as the operator set it: frozen stops every new paid action (docs/payments.md "The paid-execution gate"). */
 export interface CustodyState {
@@ -48,9 +49,12 @@ export const CUSTODY_FROZEN = "money: custody is frozen";
 export async function assertCustodyOpenForShare(trx: Knex.Transaction): Promise<void> {
   await preparedRaw(
     trx,
-    `select refuse_unless(coalesce((
+    `select ${refuseUnless(
+      `coalesce((
        select (value -> 'frozen') is distinct from 'true'::jsonb from platform_settings where key = 'custody' for share
-     ), false), '${CUSTODY_FROZEN}')`,
+     ), false)`,
+      CUSTODY_FROZEN,
+    )}`,
     [],
   );
 }

@@ -1,5 +1,6 @@
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
+import { refuseUnless } from "../../db/refusals.js";
 
 export interface IdempotencyRow {
   agent_id: string;
@@ -37,7 +38,7 @@ export async function claimIdempotencyKey(
         where k.expires_at <= now()
        returning id
      )
-     select refuse_unless(exists (select 1 from claimed), '${KEY_CLAIMED}')`,
+     select ${refuseUnless("exists (select 1 from claimed)", KEY_CLAIMED)}`,
     [row.agent_id, row.key, row.fingerprint, row.invocation_id, retentionHours],
   );
 }

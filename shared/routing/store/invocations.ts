@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import { CATALOG_GENERATION_SQL, catalogUnmoved, type ListingRow } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
 import { type InsertGuard, insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
+import { refuseUnless } from "../../db/refusals.js";
 
 /** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
 export type InvocationStatus = "awaiting_approval" | "queued" | "running" | "succeeded" | "failed";
@@ -646,7 +647,7 @@ function successSql(proveListing: boolean, strict: boolean): string {
   return strict
     ? `${ctes}
      select s.* from (select 1) as one left join (${summary}) as s on true
-      where refuse_unless(s.id is not null, '${ENDED_ELSEWHERE}')`
+      where ${refuseUnless("s.id is not null", ENDED_ELSEWHERE)}`
     : `${ctes}
      ${summary}`;
 }

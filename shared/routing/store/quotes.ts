@@ -1,5 +1,6 @@
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
+import { refuseUnless } from "../../db/refusals.js";
 
 export type QuoteRail = "x402" | "tumbler" | "ledger";
 
@@ -70,7 +71,7 @@ export async function useQuoteStrictly(q: Db, id: string, invocationId: string):
   await preparedRaw(
     q,
     `with used as (${USE_QUOTE})
-     select refuse_unless(exists (select 1 from used), '${QUOTE_NOT_USABLE}')`,
+     select ${refuseUnless("exists (select 1 from used)", QUOTE_NOT_USABLE)}`,
     [invocationId, id],
   );
 }
