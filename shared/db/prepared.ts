@@ -121,6 +121,16 @@ export async function preparedRaw(q: Db, sql: string, bindings: readonly Knex.Ra
 /** A column value insertReturningAll writes as CURRENT_TIMESTAMP (knex's `q.fn.now()`), not as a binding. */
 export const NOW = Symbol("CURRENT_TIMESTAMP");
 
+/**
+ * The database's UTC date of the transaction's start, as SQL: the day that per-day accounts (a key's
+ * daily spend) are kept by, so that processes with skewed clocks agree on when a day ends. Within one
+ * transaction every statement names the same day (`now()` is the transaction's start).
+ */
+export const UTC_TODAY_SQL = "(now() at time zone 'UTC')::date";
+
+/** A column value insertReturningAll writes as UTC_TODAY_SQL, not as a binding. */
+export const UTC_TODAY = Symbol("UTC_TODAY");
+
 const insertTexts = new Map<string, string>();
 
 /** A boolean SQL expression with its own `?` bindings: what a guarded insert must find true. */
@@ -133,7 +143,7 @@ export interface InsertGuard {
  * What `q(table).insert(row).returning("*").toSQL()` gives, for a hot insert: the same text (so the same
  * prepared statement) and bindings, without building and compiling a knex query on every call (~4 % of
  * an execute's CPU). Columns in knex's order (sorted); an undefined value is DEFAULT, NOW is
- * CURRENT_TIMESTAMP. The text is kept per table and column set.
+ * CURRENT_TIMESTAMP, UTC_TODAY is UTC_TODAY_SQL. The text is kept per table and column set.
  *
  * With a guard (a boolean SQL expression, its own `?` bindings after the row's), the insert is
  * `INSERT … SELECT … WHERE guard`: nothing is written, and no row returned, unless the guard holds when
@@ -152,6 +162,7 @@ export function insertReturningAll(
     const value = row[column];
     if (value === undefined) shape += "d";
     else if (value === NOW) shape += "n";
+    else if (value === UTC_TODAY) shape += "u";
     else {
       shape += "v";
       bindings.push(value as Knex.RawBinding);
@@ -161,7 +172,8 @@ export function insertReturningAll(
   let sql = insertTexts.get(key);
   if (!sql) {
     const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
-    const value = (s: string) => (s === "d" ? "DEFAULT" : s === "n" ? "CURRENT_TIMESTAMP" : "?");
+    const value = (s: string) =>
+      s === "d" ? "DEFAULT" : s === "n" ? "CURRENT_TIMESTAMP" : s === "u" ? UTC_TODAY_SQL : "?";
     if (guard) {
       const written = columns.filter((_, i) => shape[i] !== "d");
       const values = [...shape].filter((s) => s !== "d").map(value);

@@ -33,6 +33,7 @@ export {
   dailyCapRefusal,
   reserveDailySpend,
   returnDailySpend,
+  SPEND_DAY_STAMP,
   settleDailySpend,
   withinPerCallLimit,
 } from "./spend-limits.js";

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import { db } from "../db/knex.js";
+import { UTC_TODAY } from "../db/prepared.js";
 import { refusedAs } from "../db/refusals.js";
 import { AppError } from "../errors.js";
 import { formatUsdc, micros } from "../kernel/money.js";
@@ -85,21 +86,26 @@ export class DailyCapFull extends Error {
 }
 
 /**
- * Reserves a paid call's hold against the key's day, inside the transaction that takes the hold, and
- * stamps the invocation with the day. Over the cap, the statement fails (DailyCapFull) rather than
- * answering so: the hold and its COMMIT may be sent behind it without waiting for its answer
- * (PostTransactionInput.oneFlight), and nothing is written. Keys without a cap reserve too, so every key
- * shows what it reserved and spent today.
+ * What a reserving invocation's spend_day is inserted as: the database's UTC day of the transaction that
+ * reserves (reserveDailySpend), the day resolveReservation later settles or returns the hold on. Given to
+ * the invocation's insert in the reserving transaction, never apart from it.
+ */
+export const SPEND_DAY_STAMP: typeof UTC_TODAY = UTC_TODAY;
+
+/**
+ * Reserves a paid call's hold against the key's day, inside the transaction that takes the hold. Over the
+ * cap, the statement fails (DailyCapFull) rather than answering so: the hold and its COMMIT may be sent
+ * behind it without waiting for its answer (PostTransactionInput.oneFlight), and nothing is written.
+ * Keys without a cap reserve too, so every key shows what it reserved and spent today. The invocation's
+ * insert, in the same transaction, stamps it with the day (SPEND_DAY_STAMP).
  */
 export async function reserveDailySpend(
   trx: Knex.Transaction,
   key: { apiKeyId: string; policy: KeyPolicy },
-  invocationId: string,
   holdMicros: bigint,
 ): Promise<string> {
   return reserveSpend(trx, {
     apiKeyId: key.apiKeyId,
-    invocationId,
     amountMicros: holdMicros,
     capMicros: key.policy.dailyCapMicros,
   }).catch(refusedAs(DAILY_CAP_FULL, () => new DailyCapFull(key, holdMicros)));

@@ -18,6 +18,7 @@ import {
   isScopeExclusion,
   type Principal,
   reserveDailySpend,
+  SPEND_DAY_STAMP,
   scopeBlocked,
   scopeExclusion,
   scopesExcludeTask,
@@ -453,6 +454,8 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   const paid = work.holdMicros > 0n;
   // Spend limits and approvals govern real money; sandbox units (tUSDC) are simulated.
   const limited = paid && (row.currency ?? "USDC") === "USDC";
+  // The key's day of spend is reserved below, with the hold; the insert stamps the row with that day.
+  if (limited) row.spend_day = SPEND_DAY_STAMP;
   const awaiting = limited && needsApproval(principal.policy, work.holdMicros);
   // A run in this process is claimed by the insert itself (runs-here.ts): its slot is taken first.
   // An approval is written without the catalog's proof: it is never made on a kept copy.
@@ -541,9 +544,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
                 },
                 {
                   before,
-                  withWrite: limited
-                    ? () => reserveDailySpend(trx, principal, invocationId, work.holdMicros)
-                    : undefined,
+                  withWrite: limited ? () => reserveDailySpend(trx, principal, work.holdMicros) : undefined,
                   // The hold's write is the transaction's last statement, and its COMMIT goes with it
                   // (PostTransactionInput.commitWithWrite), unless an approval is asked for after it.
                   last: !awaiting,

@@ -283,6 +283,12 @@ describe("the UTC day boundary", () => {
     expect(res.status).toBe(200);
     const day = await today(buyer, id);
     expect(day).toMatchObject({ spent_usdc: "0.200000", remaining_usdc: "0.000000" });
+    // The invocation's insert stamped it with the day its reservation was made on: today's, not the
+    // row of yesterday (SPEND_DAY_STAMP), and the capture settled that day.
+    const stamped = await db()("invocations")
+      .where({ id: res.body.invocation_id })
+      .first(db().raw("spend_day::text as spend_day"));
+    expect(stamped).toEqual({ spend_day: day.day });
     const over = await api("POST", `/api/invoke/${listing.id}`, { key, body: { input: {} } });
     expect([over.status, errorCode(over)]).toEqual([429, "WALLET_LIMIT_EXCEEDED"]);
     expect(over.body.error.details).toMatchObject({ day: day.day, resets_at: utcDayEnd(day.day) });

@@ -3,7 +3,7 @@ import knexFactory, { type Knex } from "knex";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { closeDb, db } from "../../shared/db/knex.js";
-import { insertReturningAll, NOW, preparedRaw } from "../../shared/db/prepared.js";
+import { insertReturningAll, NOW, preparedRaw, UTC_TODAY, UTC_TODAY_SQL } from "../../shared/db/prepared.js";
 import { ShapedQuery } from "../../shared/db/row-shape.js";
 
 // Named prepared statements (shared/db/prepared.ts) on the test database, on a table of this file's own.
@@ -107,6 +107,12 @@ describe("named prepared statements", () => {
     // A different shape of the same columns is a different text.
     expect(insertReturningAll(table, { a: undefined, b: 1 }).sql).toContain("values (DEFAULT, ?)");
     expect(insertReturningAll(table, { a: 1, b: 1 }).sql).toContain("values (?, ?)");
+    // UTC_TODAY is the database's UTC day of the transaction, written in the text, not bound.
+    const today = insertReturningAll(table, { a: 1, day: UTC_TODAY });
+    expect(today).toEqual({
+      sql: `insert into "${table}" ("a", "day") values (?, ${UTC_TODAY_SQL}) returning *`,
+      bindings: [1],
+    });
   });
 });
 

@@ -1,5 +1,5 @@
 import type { Db } from "../../db/knex.js";
-import { preparedRaw } from "../../db/prepared.js";
+import { preparedRaw, UTC_TODAY_SQL } from "../../db/prepared.js";
 
 export interface ApiKeyRow {
   id: string;
@@ -102,7 +102,7 @@ export async function listAgentApiKeys(q: Db, agentId: string, onlyKeyId?: strin
             coalesce(d.reserved_micros, 0)::text as today_reserved_micros,
             coalesce(d.spent_micros, 0)::text as today_spent_micros
        from api_keys k
-       cross join (select (now() at time zone 'UTC')::date as day) t
+       cross join (select ${UTC_TODAY_SQL} as day) t
        left join api_key_spend_days d on d.api_key_id = k.id and d.day = t.day
       where k.agent_id = ? ${onlyKeyId ? "and k.id = ?" : ""}
       order by k.created_at, k.id`,

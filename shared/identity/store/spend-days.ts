@@ -1,5 +1,5 @@
 import type { Db } from "../../db/knex.js";
-import { preparedRaw } from "../../db/prepared.js";
+import { preparedRaw, UTC_TODAY_SQL } from "../../db/prepared.js";
 import { refuseUnless } from "../../db/refusals.js";
 
 // Per-key, per-UTC-day spend (docs/payments.md "Keys, scopes and spend limits"). Every day is the database's UTC
@@ -14,34 +14,37 @@ export interface SpendDayRow {
 }
 
 /**
- * Reserves amountMicros on the key's row for today and stamps the invocation with that day, in one
- * statement. With a cap, the upsert only applies while reserved + spent + amount <= cap: concurrent
- * reservations queue on the row lock and each re-checks the cap against the row as the previous one
- * committed it. Returns the day. When the cap has no room the statement fails (refuse_unless,
- * DAILY_CAP_FULL) and writes nothing: statements sent behind it without waiting for its answer (a paid
- * hold and its COMMIT) roll back with it. The caller has checked amount <= cap, so a first row for the
- * day never exceeds it.
+ * Reserves amountMicros on the key's row for today, in one statement. With a cap, the upsert only
+ * applies while reserved + spent + amount <= cap: concurrent reservations queue on the row lock and each
+ * re-checks the cap against the row as the previous one committed it. Returns the day. When the cap has
+ * no room the statement fails (refuse_unless, DAILY_CAP_FULL) and writes nothing: statements sent behind
+ * it without waiting for its answer (a paid hold and its COMMIT) roll back with it. The caller has
+ * checked amount <= cap, so a first row for the day never exceeds it.
+ *
+ * The invocation that reserves is stamped with the same day by its own insert, in the same transaction
+ * (its spend_day is UTC_TODAY, the same `now()`): resolveReservation finds the day there. This statement
+ * used to stamp it with an UPDATE, which rewrote the row its transaction had just inserted, and
+ * PostgreSQL runs every foreign-key check of a row again when the transaction that inserted it updates
+ * it (docs/benchmarks.md "The twenty-fifth round").
  */
 export async function reserveSpend(
   q: Db,
-  r: { apiKeyId: string; invocationId: string; amountMicros: bigint; capMicros: bigint | null },
+  r: { apiKeyId: string; amountMicros: bigint; capMicros: bigint | null },
 ): Promise<string> {
   const cap = r.capMicros?.toString() ?? null;
   const result = await preparedRaw(
     q,
     `with d as (
        insert into api_key_spend_days as s (api_key_id, day, reserved_micros)
-       values (?, (now() at time zone 'UTC')::date, ?)
+       values (?, ${UTC_TODAY_SQL}, ?)
        on conflict (api_key_id, day) do update
           set reserved_micros = s.reserved_micros + excluded.reserved_micros, updated_at = now()
         where ?::bigint is null or s.reserved_micros + s.spent_micros + excluded.reserved_micros <= ?::bigint
        returning s.day
-     ), inv as (
-       update invocations set spend_day = d.day from d where invocations.id = ? returning invocations.id
      )
      select d.day::text as day from (select 1) as one left join d on true
       where ${refuseUnless("d.day is not null", DAILY_CAP_FULL)}`,
-    [r.apiKeyId, r.amountMicros.toString(), cap, cap, r.invocationId],
+    [r.apiKeyId, r.amountMicros.toString(), cap, cap],
   );
   return result.rows[0].day as string;
 }
@@ -55,7 +58,7 @@ export async function readSpendToday(q: Db, apiKeyId: string): Promise<SpendDayR
     `select ?::uuid as api_key_id, t.day::text as day,
             coalesce(s.reserved_micros, 0)::text as reserved_micros,
             coalesce(s.spent_micros, 0)::text as spent_micros
-       from (select (now() at time zone 'UTC')::date as day) t
+       from (select ${UTC_TODAY_SQL} as day) t
        left join api_key_spend_days s on s.api_key_id = ? and s.day = t.day`,
     [apiKeyId, apiKeyId],
   );

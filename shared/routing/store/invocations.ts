@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import { CATALOG_GENERATION_SQL, catalogUnmoved, type ListingRow } from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
-import { type InsertGuard, insertReturningAll, NOW, preparedRaw } from "../../db/prepared.js";
+import { type InsertGuard, insertReturningAll, NOW, preparedRaw, type UTC_TODAY } from "../../db/prepared.js";
 import { refuseUnless } from "../../db/refusals.js";
 
 /** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
@@ -74,6 +74,12 @@ export type NewInvocation = Pick<InvocationRow, "id" | "listing_id" | "task" | "
   selection?: Record<string, unknown>;
   /** The ledger quote this invocation pays (its price is the charge). */
   quote_id?: string | null;
+  /**
+   * The day its key's daily spend reserves the hold on, stamped by the insert (identity's
+   * SPEND_DAY_STAMP), only when the same transaction reserves it. A keyed paid row's only; never in a
+   * row written apart from its transaction (provedClaims).
+   */
+  spend_day?: typeof UTC_TODAY;
 };
 
 /** An x402 invocation: no agent and no key (docs/x402.md "x402 gateway"), the payer's wallet instead. */
