@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import knexFactory, { type Knex } from "knex";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as partialResolvesOnce from "../../migrations/20261203000100_resolves_once_partial.js";
 import { listPending, migrateLatest, rollbackAll } from "../../shared/db/migrate.js";
 import { databaseUrl } from "../helpers/test-env.js";
 
@@ -57,5 +58,27 @@ describe("migrations", () => {
     await migrateLatest(knex);
     expect(await tables()).toEqual(expect.arrayContaining(TABLES));
     expect(await listPending(knex)).toEqual([]);
+  });
+
+  it("a hold is resolved once, by a rule that indexes only what resolves one, and the migration that made it partial runs again", async () => {
+    await migrateLatest(knex);
+    const indexes = async () =>
+      (
+        await knex.raw(
+          "select indexname, indexdef from pg_indexes where tablename = 'ledger_transactions' and indexname like 'ledger_transactions_resolves_once%'",
+        )
+      ).rows;
+    const expected = [
+      {
+        indexname: "ledger_transactions_resolves_once",
+        indexdef: expect.stringMatching(
+          /^CREATE UNIQUE INDEX .*\(resolves_transaction_id\) WHERE \(resolves_transaction_id IS NOT NULL\)$/,
+        ),
+      },
+    ];
+    expect(await indexes()).toEqual(expected);
+    // As after a run that failed once the index was renamed: running it again leaves the same one index.
+    await partialResolvesOnce.up(knex);
+    expect(await indexes()).toEqual(expected);
   });
 });

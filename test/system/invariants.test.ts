@@ -159,7 +159,7 @@ describe("the invariant checker", () => {
   it("a hold resolved twice", async () => {
     expect(
       await brokenBy(async (trx) => {
-        await trx.raw("alter table ledger_transactions drop constraint ledger_transactions_resolves_once");
+        await trx.raw("drop index ledger_transactions_resolves_once");
         await trx("ledger_transactions").insert({
           kind: "release",
           idempotency_key: `corrupt:${ids.succeeded}`,
