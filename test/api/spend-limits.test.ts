@@ -183,7 +183,13 @@ describe("daily cap", () => {
         ),
       );
       const codes = results.map((r) => r.status);
-      expect(codes.filter((c) => c === 200)).toHaveLength(5);
+      // What each call got, said when the count is off. An admitted call answers 200, or 202 while it
+      // still runs when the machine is slow enough that the invoke's wait for its result runs out.
+      const answers = JSON.stringify(results.map((r) => [r.status, r.body?.error?.code ?? null]));
+      expect(
+        codes.filter((c) => c === 200 || c === 202),
+        answers,
+      ).toHaveLength(5);
       expect(codes.filter((c) => c === 429)).toHaveLength(15);
       // Each process alone would have admitted 5 of its 10: the cap held across them, not per process.
       const refused = results.find((r) => r.status === 429)!;
@@ -196,6 +202,10 @@ describe("daily cap", () => {
         day,
         resets_at: utcDayEnd(day),
       });
+      await waitFor(
+        "the admitted calls to finish",
+        async () => (await db()("invocations").where({ api_key_id: id, status: "succeeded" })).length === 5,
+      );
       expect(calls()).toBe(5);
       const invocations = await db()("invocations").where({ api_key_id: id });
       expect(invocations).toHaveLength(5);
