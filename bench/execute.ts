@@ -16,7 +16,7 @@ import {
   type Result,
 } from "./execute/report.js";
 import { countRoundTrips } from "./execute/round-trips.js";
-import { criticalPath, printCriticalPath, TIMELINE_HOOK } from "./execute/timeline.js";
+import { criticalPath, paidCriticalPath, printCriticalPath, TIMELINE_HOOK } from "./execute/timeline.js";
 import { runFallbackBench } from "./fallback.js";
 import {
   AutovacuumStandIn,
@@ -64,8 +64,9 @@ import {
  * the peer, interleaved; BENCH_CPU_PROFILE=1 profiles the service under the free execute
  * alone (the paid one with BENCH_PROFILE_PAID=1), at c=32 or BENCH_PROFILE_CONNECTIONS
  * (bench/execute/cpu-profile.ts); BENCH_HEAP_PROFILE=1 prints what the service allocated per execute
- * there instead, and where (bench/execute/heap-profile.ts); BENCH_TIMELINE=1 prints the free execute's critical path at c=1,
- * segment by segment, stamped inside the service (bench/execute/timeline.ts).
+ * there instead, and where (bench/execute/heap-profile.ts); BENCH_TIMELINE=1 prints the free execute's critical path at c=1
+ * (the paid one's with BENCH_PROFILE_PAID=1), segment by segment, stamped inside the service
+ * (bench/execute/timeline.ts).
  */
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -205,25 +206,27 @@ async function startBenchService(env: Record<string, string>, nodeArgs: string[]
 /**
  * A service for a profile: started with `nodeArgs`, a buyer registered, and the execute to profile (the
  * free one, or with BENCH_PROFILE_PAID=1 the paid one, on the dev chain's ledger path and the upstream's
- * loopback seller), warmed up, the database vacuumed.
+ * loopback seller: `peer`'s, when the caller started it first), warmed up, the database vacuumed. With
+ * it, the direct call the execute wraps (the echo, or the seller).
  */
 async function serviceToProfile(
   env: Record<string, string>,
   nodeArgs: string[],
-): Promise<{ service: Service; execute: EchoSpec }> {
+  peer?: Peer,
+): Promise<{ service: Service; execute: EchoSpec; direct: EchoSpec }> {
   const chain: Record<string, string> = PROFILE_PAID ? { DEV_CHAIN: "1", DEV_CHAIN_PORT: "0" } : {};
   const service = await startBenchService({ ...env, ...chain }, nodeArgs);
   const apiKey = await register(service.baseUrl);
-  let { execute } = echoScenarios(service.baseUrl, apiKey);
+  let { execute, direct } = echoScenarios(service.baseUrl, apiKey);
   if (PROFILE_PAID) {
     if (!env.DATABASE_URL)
       throw new Error("BENCH_PROFILE_PAID=1 needs the database's address (BENCH_DATABASE_URL)");
-    const peer = await startPeer((child) => children.push(child));
-    ({ execute } = await setUpPaid(service.baseUrl, env.DATABASE_URL, peer.sellerUrl));
-  } else await preflightEcho([execute]);
+    const seller = peer ?? (await startPeer((child) => children.push(child)));
+    ({ execute, direct } = await setUpPaid(service.baseUrl, env.DATABASE_URL, seller.sellerUrl));
+  } else await preflightEcho([direct, execute]);
   await warmUp({ ...execute, connections: 4 }, WARM_UP_REQUESTS);
   if (env.DATABASE_URL) await vacuumAnalyzeDatabase(env.DATABASE_URL);
-  return { service, execute };
+  return { service, execute, direct };
 }
 
 /** Measures the profiled execute at c=BENCH_PROFILE_CONNECTIONS, prints its figures, and tidies up after. */
@@ -282,17 +285,21 @@ async function runHeapProfile(env: Record<string, string>): Promise<void> {
 }
 
 /**
- * BENCH_TIMELINE=1: the free execute alone at c=1 on a service that loads the timeline hook; its stamps
- * over the load window, read as the critical path (bench/execute/timeline.ts), beside the direct echo.
+ * BENCH_TIMELINE=1: the execute to profile (the free one, or the paid one with BENCH_PROFILE_PAID=1)
+ * alone at c=1 on a service that loads the timeline hook; its stamps over the load window, read as the
+ * critical path (bench/execute/timeline.ts), beside the direct call it wraps. The paid execute's seller
+ * is started first, so that the hook knows its port.
  */
 async function runTimeline(env: Record<string, string>): Promise<void> {
   const file = join(mkdtempSync(join(os.tmpdir(), "agentmarket-timeline-")), "events.json");
-  const service = await startBenchService({ ...env, BENCH_TIMELINE_FILE: file }, ["--import", TIMELINE_HOOK]);
-  const apiKey = await register(service.baseUrl);
-  const { direct, execute } = echoScenarios(service.baseUrl, apiKey);
-  await preflightEcho([direct, execute]);
-  await warmUp({ ...execute, connections: 4 }, WARM_UP_REQUESTS);
-  if (env.DATABASE_URL) await vacuumAnalyzeDatabase(env.DATABASE_URL);
+  const peer = PROFILE_PAID ? await startPeer((child) => children.push(child)) : undefined;
+  const hookEnv: Record<string, string> = { BENCH_TIMELINE_FILE: file };
+  if (peer) hookEnv.BENCH_TIMELINE_SELLER_PORT = new URL(peer.sellerUrl).port;
+  const { service, execute, direct } = await serviceToProfile(
+    { ...env, ...hookEnv },
+    ["--import", TIMELINE_HOOK],
+    peer,
+  );
   log(`measuring ${direct.scenario} at c=1 for ${SECONDS} s…`);
   const baseline = await measure({ ...direct, seconds: SECONDS }, service.pid);
   log(`measuring ${execute.scenario} at c=1 for ${SECONDS} s, stamped inside the service…`);
@@ -302,15 +309,19 @@ async function runTimeline(env: Record<string, string>): Promise<void> {
   reportFailures(m);
   process.kill(service.pid, "SIGUSR2");
   for (let waited = 0; !existsSync(file) && waited < 5000; waited += 100) await sleep(100);
+  if (env.REDIS_URL) await drainExecutions(env);
+  if (PROFILE_PAID && env.DATABASE_URL) await retirePaidListings(env.DATABASE_URL);
   await service.stop();
   const events = (JSON.parse(readFileSync(file, "utf8")) as [number, string][]).filter(
     ([t]) => t >= from && t <= to,
   );
   log(
-    `  ${fixed(m.okPerSecond, 0)} executes/s, p50 ${fixed(m.p50Ms)} ms (direct echo p50 ${fixed(baseline.p50Ms)} ms)`,
+    `  ${fixed(m.okPerSecond, 0)} executes/s, p50 ${fixed(m.p50Ms)} ms (${direct.scenario} p50 ${fixed(baseline.p50Ms)} ms)`,
   );
   printCriticalPath(
-    criticalPath(events, { execute: "/api/execute", provider: "/api/tools/echo" }),
+    PROFILE_PAID
+      ? paidCriticalPath(events, "/api/execute")
+      : criticalPath(events, { execute: "/api/execute", provider: "/api/tools/echo" }),
     baseline.p50Ms,
   );
 }

@@ -7,7 +7,7 @@ import { Readable } from "node:stream";
  * BENCH_TIMELINE=1 loads this module into the service under test (`node --import`), before the service's
  * own code: it stamps, on the monotonic clock, each request the HTTP server receives and each write to
  * and read from a socket, named by the other end (PostgreSQL, Redis, a call the service makes to its own
- * port, the answers it writes), and writes them to BENCH_TIMELINE_FILE when the bench sends SIGUSR2.
+ * port or the paid execute's seller, the answers it writes), and writes them to BENCH_TIMELINE_FILE when the bench sends SIGUSR2.
  * bench/execute/timeline.ts reads them as the execute's critical path. Bench-only: it wraps public
  * methods of net.Socket and stream.Readable (write, push) and http.Server's emit, costing ~1 µs an event.
  * A write made before its socket connects has no peer yet and is not stamped; the service's pools and
@@ -33,6 +33,8 @@ const portOf = (url: string | undefined, fallback: number): number => {
 const PG_PORT = portOf(process.env.DATABASE_URL, 5432);
 const REDIS_PORT = portOf(process.env.REDIS_URL, 6379);
 const OWN_PORT = Number(process.env.PORT);
+/** The paid execute's seller, another process on loopback (BENCH_PROFILE_PAID=1): its calls are "call". */
+const SELLER_PORT = Number(process.env.BENCH_TIMELINE_SELLER_PORT) || undefined;
 const KEEP = 200_000;
 
 const events: TimelineEvent[] = [];
@@ -43,11 +45,14 @@ function record(kind: string): void {
   events.push([now(), kind]);
 }
 
-/** "pg", "redis", "call" (the service calling its own port), "answer" (a socket its server accepted). */
+/**
+ * "pg", "redis", "call" (the service calling its own port, or the paid execute's seller), "answer" (a
+ * socket its server accepted).
+ */
 function peerOf(socket: net.Socket): string | undefined {
   if (socket.remotePort === PG_PORT) return "pg";
   if (socket.remotePort === REDIS_PORT) return "redis";
-  if (socket.remotePort === OWN_PORT) return "call";
+  if (socket.remotePort === OWN_PORT || (SELLER_PORT && socket.remotePort === SELLER_PORT)) return "call";
   if (socket.localPort === OWN_PORT) return "answer";
   return undefined;
 }

@@ -107,8 +107,9 @@ export interface EarlyGate {
   gate: Promise<CallGate>;
 }
 
-/** Gives an early gate's slot back, when it was granted and not used. Never rejects. */
-export async function releaseEarlyGate(early: EarlyGate): Promise<void> {
+/** Gives an early gate's slot back, when one was asked for, granted and not used. Never rejects. */
+export async function releaseEarlyGate(early: Partial<Pick<EarlyGate, "gate">>): Promise<void> {
+  if (!early.gate) return;
   const gate = await early.gate.catch(() => undefined);
   if (gate?.ok) await gate.finish(null);
 }

@@ -280,15 +280,18 @@ function statementSent(): Promise<void> {
  * Opens the early gate (call-gate.ts) for a run's first candidate, for as long as its call and record may
  * take, and, given the run's invocation id and input, signs attempt 1's request to that candidate
  * meanwhile (the input is the request's, in its own key order, not read back from PostgreSQL's jsonb).
- * A failure of either is the run's to meet when it uses them, never an unhandled rejection.
+ * `gate: false` only signs: for a transaction, which may yet refuse, and whose slot given back would
+ * still count against the listing's rate limit (the signature costs nothing when unused). A failure of
+ * either is the run's to meet when it uses them, never an unhandled rejection.
  */
 export function openEarlyGate(
   listing: GateTarget,
   run?: { invocationId: string; input: unknown },
+  ask: { gate: boolean } = { gate: true },
 ): EarlyStart {
   const sent = statementSent();
-  const gate = sent.then(() => openCallTo(listing));
-  gate.catch(() => {});
+  const gate = ask.gate ? sent.then(() => openCallTo(listing)) : undefined;
+  gate?.catch(() => {});
   if (!run) return { listingId: listing.id, gate };
   const request = sent.then(() => signRequest(run.invocationId, listing.id, 1, run.input));
   request.catch(() => {});
@@ -418,7 +421,7 @@ async function runClaimed(
     let signed: Promise<SignedRequest> | undefined;
     if (first && !first.taken && first.early.listingId === target.id) {
       first.taken = true;
-      gate = await first.early.gate;
+      gate = await (first.early.gate ?? openCallTo(target));
       signed = first.early.request;
     } else {
       gate = await openCallTo(target);

@@ -19,11 +19,11 @@ import type { RunClaim } from "./store/invocations.js";
 
 /**
  * What a request that claims a run here starts for the run's first candidate while the claim is being
- * written (openEarlyGate in run-invocation.ts): the call gate and, when it knows the run, attempt 1's
- * signed request. The run uses both for attempt 1's call, which still starts only after the attempt is
- * recorded.
+ * written (openEarlyGate in run-invocation.ts): attempt 1's signed request and, for free unkeyed work,
+ * the call gate (a transaction asks it once it has committed: see submission.ts). The run uses them for
+ * attempt 1's call, which still starts only after the attempt is recorded.
  */
-export interface EarlyStart extends EarlyGate {
+export interface EarlyStart extends Pick<EarlyGate, "listingId">, Partial<Pick<EarlyGate, "gate">> {
   request?: Promise<SignedRequest>;
 }
 

@@ -462,11 +462,13 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   if (awaiting && work.kept) throw new CatalogMoved();
   const slot = awaiting ? undefined : reserveRunHere();
   const transaction = Boolean(key || paid || work.quote);
-  // Free unkeyed work claimed here asks the first candidate's call gate, and signs attempt 1's request,
-  // while the insert is written: the work overlaps the round trip. Not for a transaction, which may yet
-  // replay a key or refuse a quote.
-  const early =
-    slot && !transaction ? openEarlyGate(work.listing, { invocationId, input: row.input }) : undefined;
+  // Work claimed here signs attempt 1's request to the first candidate while the insert is written: the
+  // work overlaps the round trip. Free unkeyed work asks that candidate's call gate then too; a
+  // transaction, which may yet replay a key, refuse a quote or find no funds, asks it once it has
+  // committed: a slot given back still counts against the listing's rate limit.
+  const early = slot
+    ? openEarlyGate(work.listing, { invocationId, input: row.input }, { gate: !transaction })
+    : undefined;
   let claim: RunClaim | undefined;
   // In a transaction, a moved catalog fails the insert (a strict guard) instead of writing nothing: a paid
   // hold may go out behind it without waiting for its answer (PostTransactionInput.oneFlight).

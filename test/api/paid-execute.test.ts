@@ -13,6 +13,7 @@ import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { waitFor } from "../helpers/processes.js";
 import { json, startSeller, type TestSeller } from "../helpers/seller.js";
+import { checkPlatformSignature } from "../helpers/seller-verify.js";
 import { startService, type TestService } from "../helpers/service.js";
 
 // Paid router calls on a live gate: a local chain answers the RPC check, a platform signer is set, and
@@ -118,6 +119,33 @@ describe("the gate with a live rail", () => {
 });
 
 describe("paid direct invoke", () => {
+  it("signs attempt 1 while the hold is written: the seller gets the buyer's input as sent, and it verifies", async () => {
+    // Signed before the hold's answer, the request carries the input as the buyer wrote it; signed after,
+    // it carried the input read back from PostgreSQL's jsonb, whose keys come out shortest first.
+    const seller = await startSeller((_call, res) => json(res, 200, { success: true, output: { ok: 1 } }));
+    try {
+      const listing = await buildListing({
+        endpointUrl: seller.url,
+        price: 0.1,
+        sellerId: sellerAgent.agentId,
+      });
+      const buyer = await funded(1);
+      const res = await api("POST", `/api/invoke/${listing.id}`, {
+        key: buyer.apiKey,
+        body: { input: { longest_key: 1, mid: [1, 2], z: "é" } },
+      });
+      expect(res.status).toBe(200);
+      expect(seller.calls).toHaveLength(1);
+      const [call] = seller.calls;
+      expect(call!.raw.toString("utf8")).toContain('"input":{"longest_key":1,"mid":[1,2],"z":"é"}');
+      const jwks = (await api("GET", "/.well-known/jwks.json")).body;
+      expect(checkPlatformSignature(call!.headers, call!.raw, jwks)).toBeNull();
+      expect(call!.headers["webhook-id"]).toBe(`${res.body.invocation_id}.1`);
+    } finally {
+      await seller.close();
+    }
+  });
+
   it("holds, calls, captures 97/3 and shows the split on the receipt and in the balances", async () => {
     const listing = await buildListing({
       endpointUrl: okSeller.url,

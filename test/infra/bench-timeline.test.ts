@@ -1,10 +1,17 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { criticalPath, pathTail, SEGMENTS } from "../../bench/execute/timeline.js";
+import {
+  criticalPath,
+  PAID_SEGMENTS,
+  paidCriticalPath,
+  pathTail,
+  SEGMENTS,
+} from "../../bench/execute/timeline.js";
 import type { TimelineEvent } from "../../bench/execute/timeline-hook.js";
 import { freePort } from "../../shared/infra/free-port.js";
 
@@ -88,6 +95,76 @@ describe("the critical path parser", () => {
   });
 });
 
+/** One paid execute's stamps from t: received, the hold's writes and answers, the seller call, the capture's. */
+function paidExecute(t: number, steps: [gap: number, kind: string][]): TimelineEvent[] {
+  const events: TimelineEvent[] = [[t, "in /api/execute"]];
+  let at = t;
+  for (const [gap, kind] of steps) {
+    at += gap;
+    events.push([at, kind]);
+  }
+  return events;
+}
+
+describe("the paid critical path parser", () => {
+  // One flight for the hold and one for the capture; the seller is another process (no request inside).
+  const usual: [number, string][] = [
+    [400, "pg>"],
+    [900, "pg<"],
+    [200, "call>"],
+    [300, "call<"],
+    [150, "pg>"],
+    [1000, "pg<"],
+    [250, "answer>"],
+  ];
+
+  it("measures each PostgreSQL phase from its first write to its last answer, past Redis traffic", () => {
+    // The second execute reads the custody switch afresh before its hold's flight: one more round trip;
+    // pg writes a flight message by message.
+    const twoFlights: [number, string][] = [
+      [400, "pg>"],
+      [0, "pg>"],
+      [300, "pg<"],
+      [50, "redis>"],
+      [20, "redis<"],
+      [30, "pg>"],
+      [900, "pg<"],
+      ...usual.slice(2),
+    ];
+    const path = paidCriticalPath(
+      [...paidExecute(1_000, usual), ...paidExecute(50_000, twoFlights)],
+      "/api/execute",
+    );
+    expect(path.kind).toBe("paid");
+    expect(path.matched).toBe(2);
+    expect(path.unmatched).toBe(0);
+    expect(path.segments).toHaveLength(PAID_SEGMENTS.length);
+    expect(path.segments).toEqual([
+      [400, 400],
+      [900, 300 + 50 + 20 + 30 + 900],
+      [200, 200],
+      [300, 300],
+      [150, 150],
+      [1000, 1000],
+      [250, 250],
+    ]);
+    expect(path.totals).toEqual([3200, 3200 + 400]);
+    expect(path.flights).toEqual({ hold: [1, 2], capture: [1, 1] });
+  });
+
+  it("counts apart an execute with no PostgreSQL phase on one side of its call, or no answer", () => {
+    const noCapture = usual.filter((_, i) => i !== 4 && i !== 5);
+    const noAnswer = usual.slice(0, 6);
+    const path = paidCriticalPath(
+      [...paidExecute(1_000, noCapture), ...paidExecute(50_000, noAnswer), ...paidExecute(100_000, usual)],
+      "/api/execute",
+    );
+    expect(path.matched).toBe(1);
+    expect(path.unmatched).toBe(2);
+    expect(path.totals).toEqual([3200]);
+  });
+});
+
 describe("the hook", () => {
   it("stamps a request received, and a call to the process's own port with its answer, by peer", async () => {
     const hook = fileURLToPath(new URL("../../dist/bench/execute/timeline-hook.js", import.meta.url));
@@ -125,5 +202,56 @@ describe("the hook", () => {
     expect(first("call>")).toBeLessThan(first("in /api/tools/echo"));
     expect(first("in /api/tools/echo")).toBeLessThan(first("answer>"));
     expect(first("answer>")).toBeLessThan(first("call<"));
+  });
+
+  it("names the paid execute's seller, another process, a call", async () => {
+    const hook = fileURLToPath(new URL("../../dist/bench/execute/timeline-hook.js", import.meta.url));
+    const file = join(mkdtempSync(join(os.tmpdir(), "timeline-test-")), "events.json");
+    const [port, sellerPort] = [await freePort(), await freePort()];
+    // The seller runs in this test's process; the hooked child calls it twice on one kept-alive connection.
+    const seller = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => res.end("ok"));
+    });
+    await new Promise<void>((resolve) => seller.listen(sellerPort, "127.0.0.1", resolve));
+    const script = `
+      const http = require("node:http");
+      const agent = new http.Agent({ keepAlive: true });
+      const call = (then) => {
+        const req = http.request({ port: ${sellerPort}, host: "127.0.0.1", path: "/seller", method: "POST", agent }, (res) => {
+          res.resume();
+          res.on("end", () => setTimeout(then, 20));
+        });
+        req.end("{}");
+      };
+      call(() => call(() => {
+        process.kill(process.pid, "SIGUSR2");
+        setTimeout(() => process.exit(0), 100);
+      }));`;
+    try {
+      const run = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, ["--import", hook, "-e", script], {
+          env: {
+            ...process.env,
+            PORT: String(port),
+            BENCH_TIMELINE_FILE: file,
+            BENCH_TIMELINE_SELLER_PORT: String(sellerPort),
+          },
+          stdio: ["ignore", "ignore", "pipe"],
+        });
+        let stderr = "";
+        child.stderr.on("data", (d) => {
+          stderr += String(d);
+        });
+        child.on("exit", (status) => resolve({ status, stderr }));
+      });
+      expect(run.status, run.stderr).toBe(0);
+    } finally {
+      seller.close();
+    }
+    const kinds = (JSON.parse(readFileSync(file, "utf8")) as TimelineEvent[]).map((e) => e[1]);
+    const second = kinds.slice(kinds.indexOf("call<") + 1);
+    expect(second).toContain("call>");
+    expect(second.indexOf("call>")).toBeLessThan(second.indexOf("call<"));
   });
 });
