@@ -20,7 +20,7 @@ import {
 // now ms, slot deadline ms, token, in-flight ttl ms.
 const OPEN = luaScript(`${CIRCUIT_LUA}
 ${LIMITS_LUA}
-local allowed = circuit_allow(KEYS[1], KEYS[2], redis_now(), ARGV[1])
+local allowed = circuit_allow(KEYS[1], KEYS[2], redis_now(), ARGV[1], ARGV[6])
 if allowed == 0 then return 'circuit_open' end
 local verdict = slot_acquire(KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 -- A half-open trial this caller cannot use goes back, so the next caller may take it.
@@ -34,6 +34,17 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 if ARGV[2] == '' then return 'released' end
 return circuit_record(KEYS[1], KEYS[2], redis_now(), ARGV[2], 'call', ARGV[3], ARGV[4], ARGV[5])`);
 
+// An unused slot given back whole: its place in flight, its count in the rate window it was counted in
+// (while that window lasts), and the half-open trial when it took it. Once only: a slot no longer in
+// flight (given back, finished, or past its deadline) gives nothing back.
+// KEYS: trial, rate window, in-flight set. ARGV: token.
+const GIVE_BACK = luaScript(`
+if redis.call('ZREM', KEYS[3], ARGV[1]) == 1 and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('DECR', KEYS[2])
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 'given_back'`);
+
 export type CallGate =
   | {
       ok: true;
@@ -42,6 +53,11 @@ export type CallGate =
        * slot only is freed). Never throws: a slot that cannot be freed frees itself at its deadline.
        */
       finish(outcome: boolean | null): Promise<void>;
+      /**
+       * Gives an unused slot back whole, as if it had never been asked for (GIVE_BACK): for a slot asked
+       * ahead of work that did not go on to the call. Never throws.
+       */
+      giveBack(): Promise<void>;
     }
   | { ok: false; reason: "circuit_open" | LimitReason; retryAfterSeconds: number };
 
@@ -75,6 +91,13 @@ export async function openCall(listing: LimitedListing, holdMs: number): Promise
     return { ok: false, reason: verdict, retryAfterSeconds: limitRetryAfterSeconds(verdict, now) };
   return {
     ok: true,
+    giveBack: async () => {
+      try {
+        await GIVE_BACK(commandRedis(), [trialKey, limits.rate, limits.inflight], [token]);
+      } catch (err) {
+        logger().warn({ err, listing_id: listing.id }, "unused call slot not given back");
+      }
+    },
     finish: async (outcome) => {
       try {
         const state = (await FINISH(
@@ -107,9 +130,12 @@ export interface EarlyGate {
   gate: Promise<CallGate>;
 }
 
-/** Gives an early gate's slot back, when one was asked for, granted and not used. Never rejects. */
+/**
+ * Gives an early gate's slot back whole (giveBack), when one was asked for, granted and not used. Never
+ * rejects.
+ */
 export async function releaseEarlyGate(early: Partial<Pick<EarlyGate, "gate">>): Promise<void> {
   if (!early.gate) return;
   const gate = await early.gate.catch(() => undefined);
-  if (gate?.ok) await gate.finish(null);
+  if (gate?.ok) await gate.giveBack();
 }

@@ -53,12 +53,13 @@ local function circuit_state(key, now)
   if now < openUntil then return 'open' end
   return 'half_open'
 end
--- 1: closed, call; 2: half-open and this caller holds the trial (SET NX with a lease); 0: refused.
-local function circuit_allow(key, trialKey, now, leaseMs)
+-- 1: closed, call; 2: half-open and this caller holds the trial (SET NX with a lease, its value the
+-- caller's token when it has one, so that it alone may give the trial back unused); 0: refused.
+local function circuit_allow(key, trialKey, now, leaseMs, owner)
   local state = circuit_state(key, now)
   if state == 'closed' then return 1 end
   if state == 'open' then return 0 end
-  if redis.call('SET', trialKey, now, 'NX', 'PX', leaseMs) then return 2 end
+  if redis.call('SET', trialKey, owner or now, 'NX', 'PX', leaseMs) then return 2 end
   return 0
 end
 -- ok: '1'|'0'; source: 'call'|'probe'. Returns the state after the outcome.

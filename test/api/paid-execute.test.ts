@@ -245,6 +245,27 @@ describe("paid direct invoke", () => {
     expect(paidPath.filter((o) => builtFullTransactor(o.trx))).toEqual([]);
   });
 
+  it("a call refused for its balance takes nothing from the listing's rate limit", async () => {
+    // One call a minute: had the refused request counted in the window, the next would be RATE_LIMITED.
+    const listing = await buildListing({
+      endpointUrl: okSeller.url,
+      price: 0.5,
+      sellerId: sellerAgent.agentId,
+      rateLimit: 1,
+      concurrencyLimit: 1,
+    });
+    const poor = await funded(0.2);
+    const refused = await api("POST", `/api/invoke/${listing.id}`, { key: poor.apiKey, body: { input: {} } });
+    expect(refused.status).toBe(402);
+    const rich = await funded(1);
+    const res = await api("POST", `/api/invoke/${listing.id}`, {
+      key: rich.apiKey,
+      body: { input: { q: 2 } },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.cost).toMatchObject({ charged: true });
+  });
+
   it("answers 402 with what to do when the balance is short, and writes nothing", async () => {
     const listing = await buildListing({
       endpointUrl: okSeller.url,

@@ -87,6 +87,33 @@ describe("call gate", () => {
     expect(await allowCall(l.id)).toBe(true);
   });
 
+  it("giveBack gives an unused slot back whole, its count in the rate window included, once only", async () => {
+    const l = listing({ rate_limit: 1, concurrency_limit: 1 });
+    const unused = await openCall(l, 5000);
+    expect(unused.ok).toBe(true);
+    if (!unused.ok) return;
+    await unused.giveBack();
+    // Once only: a second giveBack would count the window below zero and let two calls through.
+    await unused.giveBack();
+    // Neither the rate (1 a minute) nor the concurrency (1) counts the slot given back.
+    const used = await openCall(l, 5000);
+    expect(used.ok).toBe(true);
+    if (used.ok) await used.finish(true);
+    expect(await openCall(l, 5000)).toMatchObject({ ok: false, reason: "rate_limit" });
+  });
+
+  it("giveBack returns a half-open trial the slot took, so the next caller may take it", async () => {
+    const l = listing();
+    await openCircuit(l.id);
+    await commandRedis().hset(`${getConfig().queuePrefix}:circuit:${l.id}`, "open_until", Date.now() - 1);
+    const trial = await openCall(l, 5000);
+    expect(trial.ok).toBe(true);
+    // One trial at a time.
+    expect(await openCall(l, 5000)).toMatchObject({ ok: false, reason: "circuit_open" });
+    if (trial.ok) await trial.giveBack();
+    expect(await allowCall(l.id)).toBe(true);
+  });
+
   it("finish(null) frees the slot without counting an outcome", async () => {
     const l = listing({ concurrency_limit: 1 });
     for (let i = 0; i < getConfig().circuitFailureThreshold + 2; i++) {
