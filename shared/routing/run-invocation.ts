@@ -280,9 +280,9 @@ function statementSent(): Promise<void> {
  * Opens the early gate (call-gate.ts) for a run's first candidate, for as long as its call and record may
  * take, and, given the run's invocation id and input, signs attempt 1's request to that candidate
  * meanwhile (the input is the request's, in its own key order, not read back from PostgreSQL's jsonb).
- * `gate: false` only signs: for a transaction, which may yet refuse, and whose slot given back would
- * still count against the listing's rate limit (the signature costs nothing when unused). A failure of
- * either is the run's to meet when it uses them, never an unhandled rejection.
+ * `gate: false` only signs (a signature costs nothing unused): for a transaction, whose gate is asked
+ * after its commit. A failure of either is the run's to meet when it uses them, never an unhandled
+ * rejection.
  */
 export function openEarlyGate(
   listing: GateTarget,

@@ -464,8 +464,9 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   const transaction = Boolean(key || paid || work.quote);
   // Work claimed here signs attempt 1's request to the first candidate while the insert is written: the
   // work overlaps the round trip. Free unkeyed work asks that candidate's call gate then too; a
-  // transaction, which may yet replay a key, refuse a quote or find no funds, asks it once it has
-  // committed: a slot given back still counts against the listing's rate limit.
+  // transaction asks it once it has committed. Asked during the transaction's flight (its slot given
+  // back whole if it then refused), the gate measured no faster at c=1 and slower at c=32: the slot is
+  // then held through the hold's lock waits (docs/benchmarks.md "The twenty-sixth round").
   const early = slot
     ? openEarlyGate(work.listing, { invocationId, input: row.input }, { gate: !transaction })
     : undefined;
