@@ -229,6 +229,12 @@ async function serviceToProfile(
   return { service, execute, direct };
 }
 
+/** After a profiled execute's load: its runs left in the queue drained, the paid listing retired. */
+async function tidyAfterProfile(env: Record<string, string>): Promise<void> {
+  if (env.REDIS_URL) await drainExecutions(env);
+  if (PROFILE_PAID && env.DATABASE_URL) await retirePaidListings(env.DATABASE_URL);
+}
+
 /** Measures the profiled execute at c=BENCH_PROFILE_CONNECTIONS, prints its figures, and tidies up after. */
 async function measureProfiled(
   env: Record<string, string>,
@@ -242,8 +248,7 @@ async function measureProfiled(
       `service ${fixed(m.cpu.service)} cores`,
   );
   reportFailures(m);
-  if (env.REDIS_URL) await drainExecutions(env);
-  if (PROFILE_PAID && env.DATABASE_URL) await retirePaidListings(env.DATABASE_URL);
+  await tidyAfterProfile(env);
   return m;
 }
 
@@ -309,8 +314,7 @@ async function runTimeline(env: Record<string, string>): Promise<void> {
   reportFailures(m);
   process.kill(service.pid, "SIGUSR2");
   for (let waited = 0; !existsSync(file) && waited < 5000; waited += 100) await sleep(100);
-  if (env.REDIS_URL) await drainExecutions(env);
-  if (PROFILE_PAID && env.DATABASE_URL) await retirePaidListings(env.DATABASE_URL);
+  await tidyAfterProfile(env);
   await service.stop();
   const events = (JSON.parse(readFileSync(file, "utf8")) as [number, string][]).filter(
     ([t]) => t >= from && t <= to,

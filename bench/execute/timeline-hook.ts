@@ -7,7 +7,8 @@ import { Readable } from "node:stream";
  * BENCH_TIMELINE=1 loads this module into the service under test (`node --import`), before the service's
  * own code: it stamps, on the monotonic clock, each request the HTTP server receives and each write to
  * and read from a socket, named by the other end (PostgreSQL, Redis, a call the service makes to its own
- * port or the paid execute's seller, the answers it writes), and writes them to BENCH_TIMELINE_FILE when the bench sends SIGUSR2.
+ * port or the paid execute's seller, the answers it writes), and writes them to BENCH_TIMELINE_FILE when
+ * the bench sends SIGUSR2.
  * bench/execute/timeline.ts reads them as the execute's critical path. Bench-only: it wraps public
  * methods of net.Socket and stream.Readable (write, push) and http.Server's emit, costing ~1 µs an event.
  * A write made before its socket connects has no peer yet and is not stamped; the service's pools and

@@ -63,6 +63,16 @@ export function segmentNames(kind: CriticalPath["kind"]): readonly string[] {
   return kind === "free" ? SEGMENTS : PAID_SEGMENTS;
 }
 
+/** A path of this kind with nothing matched yet. */
+function emptyPath(kind: CriticalPath["kind"]): CriticalPath {
+  return { kind, matched: 0, unmatched: 0, segments: segmentNames(kind).map(() => []), totals: [] };
+}
+
+/** Where each execute's stamps begin: the indexes of its request received. */
+function executeStarts(events: readonly TimelineEvent[], executePath: string): number[] {
+  return events.flatMap((e, i) => (e[1] === `in ${executePath}` ? [i] : []));
+}
+
 /**
  * Splits the stamps into executes (each from one "in <executePath>" to the next) and measures the
  * segments of each: the steps are the first of their kind after the step before.
@@ -72,14 +82,8 @@ export function criticalPath(
   paths: { execute: string; provider: string },
 ): CriticalPath {
   const steps = ["pg>", "pg<", "call>", `in ${paths.provider}`, "answer>", "call<", "pg>", "pg<", "answer>"];
-  const result: CriticalPath = {
-    kind: "free",
-    matched: 0,
-    unmatched: 0,
-    segments: SEGMENTS.map(() => []),
-    totals: [],
-  };
-  const starts = events.flatMap((e, i) => (e[1] === `in ${paths.execute}` ? [i] : []));
+  const result = emptyPath("free");
+  const starts = executeStarts(events, paths.execute);
   for (const [n, start] of starts.entries()) {
     const end = starts[n + 1] ?? events.length;
     const at: number[] = [events[start]![0]];
@@ -112,14 +116,8 @@ export function criticalPath(
  * switch, say) adds one, and it then counts inside the phase instead of hiding the hold's flight.
  */
 export function paidCriticalPath(events: readonly TimelineEvent[], executePath: string): CriticalPath {
-  const result: CriticalPath = {
-    kind: "paid",
-    matched: 0,
-    unmatched: 0,
-    segments: PAID_SEGMENTS.map(() => []),
-    totals: [],
-    flights: { hold: [], capture: [] },
-  };
+  const flights = { hold: [] as number[], capture: [] as number[] };
+  const result: CriticalPath = { ...emptyPath("paid"), flights };
   const find = (kind: string, from: number, to: number): number => {
     for (let i = from; i < to; i++) if (events[i]![1] === kind) return i;
     return -1;
@@ -143,7 +141,7 @@ export function paidCriticalPath(events: readonly TimelineEvent[], executePath: 
     }
     return first >= 0 && last > first ? { first, last, flights } : undefined;
   };
-  const starts = events.flatMap((e, i) => (e[1] === `in ${executePath}` ? [i] : []));
+  const starts = executeStarts(events, executePath);
   for (const [n, start] of starts.entries()) {
     const end = starts[n + 1] ?? events.length;
     const callOut = find("call>", start + 1, end);
@@ -160,8 +158,8 @@ export function paidCriticalPath(events: readonly TimelineEvent[], executePath: 
     );
     for (let s = 0; s < PAID_SEGMENTS.length; s++) result.segments[s]!.push(marks[s + 1]! - marks[s]!);
     result.totals.push(marks[7]! - marks[0]!);
-    result.flights!.hold.push(hold.flights);
-    result.flights!.capture.push(capture.flights);
+    flights.hold.push(hold.flights);
+    flights.capture.push(capture.flights);
     result.matched += 1;
   }
   return result;

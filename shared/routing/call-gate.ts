@@ -123,18 +123,19 @@ export async function openCall(listing: LimitedListing, holdMs: number): Promise
  * The call gate of a run's first candidate, asked while the insert that claims the run is being written
  * (the two round trips overlap: docs/benchmarks.md "The third round"). The run uses it for attempt 1's
  * call, which still starts only after the attempt is recorded; a run that does not call that listing
- * first gives its slot back when it ends (run-invocation.ts).
+ * first gives its slot back when it ends (run-invocation.ts). No gate when the work asks it after its
+ * commit (a transaction: submission.ts).
  */
 export interface EarlyGate {
   listingId: string;
-  gate: Promise<CallGate>;
+  gate?: Promise<CallGate>;
 }
 
 /**
  * Gives an early gate's slot back whole (giveBack), when one was asked for, granted and not used. Never
  * rejects.
  */
-export async function releaseEarlyGate(early: Partial<Pick<EarlyGate, "gate">>): Promise<void> {
+export async function releaseEarlyGate(early: EarlyGate): Promise<void> {
   if (!early.gate) return;
   const gate = await early.gate.catch(() => undefined);
   if (gate?.ok) await gate.giveBack();

@@ -23,7 +23,7 @@ import type { RunClaim } from "./store/invocations.js";
  * the call gate (a transaction asks it once it has committed: see submission.ts). The run uses them for
  * attempt 1's call, which still starts only after the attempt is recorded.
  */
-export interface EarlyStart extends Pick<EarlyGate, "listingId">, Partial<Pick<EarlyGate, "gate">> {
+export interface EarlyStart extends EarlyGate {
   request?: Promise<SignedRequest>;
 }
 

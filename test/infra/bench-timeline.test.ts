@@ -22,25 +22,24 @@ import { freePort } from "../../shared/infra/free-port.js";
 
 const PATHS = { execute: "/api/execute", provider: "/api/tools/echo" };
 
-/** One execute's stamps, starting at t, with the given gaps (µs) between its ten steps. */
-function execute(t: number, gaps: number[]): TimelineEvent[] {
-  const kinds = [
-    "in /api/execute",
-    "pg>",
-    "pg<",
-    "call>",
-    "in /api/tools/echo",
-    "answer>",
-    "call<",
-    "pg>",
-    "pg<",
-    "answer>",
-  ];
+/** An execute's stamps: its request received at t, then each step `gap` µs after the one before. */
+function stamps(t: number, steps: [gap: number, kind: string][]): TimelineEvent[] {
+  const events: TimelineEvent[] = [[t, "in /api/execute"]];
   let at = t;
-  return kinds.map((kind, i) => {
-    at += i === 0 ? 0 : gaps[i - 1]!;
-    return [at, kind];
-  });
+  for (const [gap, kind] of steps) {
+    at += gap;
+    events.push([at, kind]);
+  }
+  return events;
+}
+
+/** One free execute's stamps, starting at t, with the given gaps (µs) between its ten steps. */
+function execute(t: number, gaps: number[]): TimelineEvent[] {
+  const kinds = ["pg>", "pg<", "call>", "in /api/tools/echo", "answer>", "call<", "pg>", "pg<", "answer>"];
+  return stamps(
+    t,
+    kinds.map((kind, i) => [gaps[i]!, kind]),
+  );
 }
 
 describe("the critical path parser", () => {
@@ -95,17 +94,6 @@ describe("the critical path parser", () => {
   });
 });
 
-/** One paid execute's stamps from t: received, the hold's writes and answers, the seller call, the capture's. */
-function paidExecute(t: number, steps: [gap: number, kind: string][]): TimelineEvent[] {
-  const events: TimelineEvent[] = [[t, "in /api/execute"]];
-  let at = t;
-  for (const [gap, kind] of steps) {
-    at += gap;
-    events.push([at, kind]);
-  }
-  return events;
-}
-
 describe("the paid critical path parser", () => {
   // One flight for the hold and one for the capture; the seller is another process (no request inside).
   const usual: [number, string][] = [
@@ -131,10 +119,7 @@ describe("the paid critical path parser", () => {
       [900, "pg<"],
       ...usual.slice(2),
     ];
-    const path = paidCriticalPath(
-      [...paidExecute(1_000, usual), ...paidExecute(50_000, twoFlights)],
-      "/api/execute",
-    );
+    const path = paidCriticalPath([...stamps(1_000, usual), ...stamps(50_000, twoFlights)], "/api/execute");
     expect(path.kind).toBe("paid");
     expect(path.matched).toBe(2);
     expect(path.unmatched).toBe(0);
@@ -156,7 +141,7 @@ describe("the paid critical path parser", () => {
     const noCapture = usual.filter((_, i) => i !== 4 && i !== 5);
     const noAnswer = usual.slice(0, 6);
     const path = paidCriticalPath(
-      [...paidExecute(1_000, noCapture), ...paidExecute(50_000, noAnswer), ...paidExecute(100_000, usual)],
+      [...stamps(1_000, noCapture), ...stamps(50_000, noAnswer), ...stamps(100_000, usual)],
       "/api/execute",
     );
     expect(path.matched).toBe(1);
