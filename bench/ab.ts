@@ -45,6 +45,10 @@ import {
  * paid rows do: both services on their dev chain (DEV_CHAIN=1), a funded buyer and a paid listing each,
  * on one loopback seller (bench/execute/upstream.ts), its direct call the c=1 baseline.
  *
+ * BENCH_AB_ENV and BENCH_AB_THIS_ENV (since the twenty-seventh round), e.g. `LOG_LEVEL=info`: variables,
+ * separated by spaces, set for both services, and for this side's only (a setting measured paired, with
+ * BENCH_AB_BASELINE a build of the same code). LOG_LEVEL among them: the services otherwise log at warn.
+ *
  * BENCH_SECONDS (default 8) per run, BENCH_AB_ROUNDS (default 6). The template must not be migrated past
  * what the baseline knows (its service refuses a database with migrations it lacks): run the baseline's
  * `bench:execute` first, or give it a template of its own. The copies are dropped at the end.
@@ -55,6 +59,8 @@ const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 6);
 const TEMPLATE = process.env.BENCH_AB_TEMPLATE ?? "agentmarket_bench";
 const REDIS = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 const PAID = process.env.BENCH_AB_PAID === "1";
+const BOTH_ENV = parseEnvList("BENCH_AB_ENV");
+const THIS_ENV = parseEnvList("BENCH_AB_THIS_ENV");
 const WARM_UP = { echo: 2000, execute: 3000 };
 const HEALTH_TIMEOUT_MS = 90_000;
 
@@ -98,6 +104,18 @@ async function invocationUpdates(url: string): Promise<{ updated: number; hot: n
   });
 }
 
+/** The variable `name`'s "A=1 B=two" → { A: "1", B: "two" }; a word without "=" is refused (a typo shows). */
+function parseEnvList(name: string): Record<string, string> {
+  const pairs = (process.env[name] ?? "").split(/\s+/).filter((word) => word.length > 0);
+  return Object.fromEntries(
+    pairs.map((word) => {
+      const at = word.indexOf("=");
+      if (at <= 0) throw new Error(`${name}: "${word}" is not NAME=value`);
+      return [word.slice(0, at), word.slice(at + 1)];
+    }),
+  );
+}
+
 const children: Service[] = [];
 
 async function copyTemplate(server: PostgresServer, database: string): Promise<string> {
@@ -125,11 +143,25 @@ async function start(
     script: join(root, "dist/api/all-in-one.js"),
     port,
     nodeArgs: [...SERVICE_NODE_FLAGS],
-    env: { DATABASE_URL: url, REDIS_URL: REDIS, QUEUE_PREFIX: `{amab-${side}}`, ...chain },
+    env: {
+      DATABASE_URL: url,
+      REDIS_URL: REDIS,
+      QUEUE_PREFIX: `{amab-${side}}`,
+      ...chain,
+      ...BOTH_ENV,
+      ...(side === "this" ? THIS_ENV : {}),
+    },
   });
   children.push(service);
   await waitForHealth(service, HEALTH_TIMEOUT_MS);
-  log(`${side}: ${root} (pid ${service.pid}) on ${database}`);
+  const own = { ...BOTH_ENV, ...(side === "this" ? THIS_ENV : {}) };
+  const extra =
+    Object.keys(own).length > 0
+      ? ` with ${Object.entries(own)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(" ")}`
+      : "";
+  log(`${side}: ${root} (pid ${service.pid}) on ${database}${extra}`);
   const free = echoScenarios(service.baseUrl, await register(service.baseUrl));
   if (!sellerUrl) return { service, database, ...free };
   // The service is warmed on the free execute first, as bench:execute's paid service is.

@@ -80,12 +80,13 @@ export function startService(
 
 /**
  * Starts a child in its own process group (so that whatever it starts, e.g. an embedded PostgreSQL or
- * redis-server, can be killed with it), bound to 127.0.0.1 and logging at warn.
+ * redis-server, can be killed with it), bound to 127.0.0.1 and logging at warn (unless its own env names
+ * a LOG_LEVEL: bench:ab's BENCH_AB_THIS_ENV measures another level).
  */
 export function startChild(spec: ChildSpec): Service {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of OVERRIDDEN) delete env[name];
-  Object.assign(env, spec.env, { HOST: "127.0.0.1", LOG_LEVEL: "warn" });
+  Object.assign(env, spec.env, { HOST: "127.0.0.1", LOG_LEVEL: spec.env.LOG_LEVEL ?? "warn" });
   if (spec.port !== undefined) env.PORT = String(spec.port);
   const script = isAbsolute(spec.script) ? spec.script : join(REPO_ROOT, spec.script);
   const child: ChildProcess = spawn(
