@@ -81,7 +81,7 @@ export function startService(
 /**
  * Starts a child in its own process group (so that whatever it starts, e.g. an embedded PostgreSQL or
  * redis-server, can be killed with it), bound to 127.0.0.1 and logging at warn (unless its own env names
- * a LOG_LEVEL: bench:ab's BENCH_AB_THIS_ENV measures another level).
+ * a LOG_LEVEL, as bench:ab's BENCH_AB_ENV and BENCH_AB_THIS_ENV can).
  */
 export function startChild(spec: ChildSpec): Service {
   const env: NodeJS.ProcessEnv = { ...process.env };

@@ -111,8 +111,8 @@ let known: { counts: Record<string, string>; wal: string } | undefined;
  * the WAL's insert position has not moved since the counts were read, they still hold and are not read
  * again: counting every table before and after each write request was most of this test's time. The
  * position is read after the counts, so WAL the counting itself writes (pruning a page it reads) is
- * behind it. Nothing else writes meanwhile (no worker, no sweeper); if something did, its WAL would only
- * make the counts be read again.
+ * behind it. Nothing else writes meanwhile (no worker, no sweeper), as comparing counts around a
+ * request always needed.
  */
 async function counts(): Promise<Record<string, string>> {
   const wal = async () => (await db().raw("select pg_current_wal_insert_lsn()::text as at")).rows[0].at;
