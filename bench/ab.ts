@@ -139,22 +139,15 @@ async function start(
   const chain: Record<string, string> = sellerUrl
     ? { DEV_CHAIN: "1", DEV_CHAIN_PORT: "0", OUTBOUND_ALLOWLIST: "127.0.0.1" }
     : {};
+  const own = { ...BOTH_ENV, ...(side === "this" ? THIS_ENV : {}) };
   const service = startChild({
     script: join(root, "dist/api/all-in-one.js"),
     port,
     nodeArgs: [...SERVICE_NODE_FLAGS],
-    env: {
-      DATABASE_URL: url,
-      REDIS_URL: REDIS,
-      QUEUE_PREFIX: `{amab-${side}}`,
-      ...chain,
-      ...BOTH_ENV,
-      ...(side === "this" ? THIS_ENV : {}),
-    },
+    env: { DATABASE_URL: url, REDIS_URL: REDIS, QUEUE_PREFIX: `{amab-${side}}`, ...chain, ...own },
   });
   children.push(service);
   await waitForHealth(service, HEALTH_TIMEOUT_MS);
-  const own = { ...BOTH_ENV, ...(side === "this" ? THIS_ENV : {}) };
   const extra =
     Object.keys(own).length > 0
       ? ` with ${Object.entries(own)
