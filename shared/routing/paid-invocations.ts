@@ -181,10 +181,12 @@ export function chargeMicros(
 /**
  * What the invocation's hold holds, by the invocation's own row: its buyer's funds, in its unit, its
  * hold_micros, for it. A capture or release given this does not read the hold first: its lock checks it
- * (HoldResolution.expected). Undefined for an invocation with no buyer (x402: paid on chain).
+ * (HoldResolution.expected). Only a buyer's funds are held: an invocation with none (x402, paid on chain)
+ * holds nothing, so asking for its hold is a programming error.
  */
-function expectedHold(invocation: PaidInvocation, holdMicros: bigint): HeldFunds | undefined {
-  if (!invocation.agent_id) return undefined;
+function expectedHold(invocation: PaidInvocation, holdMicros: bigint): HeldFunds {
+  if (!invocation.agent_id)
+    throw new Error(`invocation ${invocation.id} has no buyer, so no ledger hold to resolve`);
   return {
     agentId: invocation.agent_id,
     currency: invocation.currency ?? "USDC",

@@ -10,6 +10,7 @@ import { processPayoutSweep } from "../../shared/money/payouts/payouts.js";
 import { closeQueues, getQueue } from "../../shared/queues.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent } from "../helpers/factories.js";
+import { holdOf } from "../helpers/money.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { type RunningProcess, startProcess, waitFor } from "../helpers/processes.js";
@@ -88,15 +89,16 @@ describe("a payouts worker SIGKILLed between signing and confirmation", () => {
       reference: ref,
       idempotencyKey: "t:d",
     });
-    await holdFunds({
+    const hold = {
       agentId: buyer.agentId,
-      currency: "USDC",
+      currency: "USDC" as const,
       amountMicros: USDC(12),
       reference: ref,
       idempotencyKey: "t:h",
-    });
+    };
+    await holdFunds(hold);
     const { sellerMicros } = await captureHold({
-      holdKey: "t:h",
+      ...holdOf(hold),
       idempotencyKey: "t:c",
       sellerAgentId: seller.agentId,
     });

@@ -1,11 +1,27 @@
 import { randomBytes } from "node:crypto";
 import { db } from "../../shared/db/knex.js";
 import { parseUsdc } from "../../shared/kernel/money.js";
-import { creditDeposit } from "../../shared/money/ledger/flows.js";
+import { type AgentMovement, creditDeposit } from "../../shared/money/ledger/flows.js";
+import type { HeldFunds } from "../../shared/money/ledger/ledger.js";
 import { buildAgent, type TestAgent } from "./factories.js";
 
 /** USDC (a number) in micro-USDC. */
 export const usdc = (n: number): bigint => parseUsdc(n, "/test");
+
+/** What the hold that holdFunds(hold) posted holds, as its caller's own records say it. */
+export function heldBy(hold: AgentMovement): HeldFunds {
+  return {
+    agentId: hold.agentId,
+    currency: hold.currency,
+    amountMicros: hold.amountMicros,
+    reference: hold.reference,
+  };
+}
+
+/** The hold that holdFunds(hold) posted, named as a capture or release names it: its key, what it holds. */
+export function holdOf(hold: AgentMovement): { holdKey: string; expected: HeldFunds } {
+  return { holdKey: hold.idempotencyKey, expected: heldBy(hold) };
+}
 
 /** Credits an agent's available USDC as a deposit would (without the chain), under a fresh key. */
 export async function fundAgent(agentId: string, amountMicros: bigint): Promise<void> {

@@ -19,6 +19,7 @@ import {
 } from "../../shared/money/ledger/ledger.js";
 import { findTransactionByKey, transactionEntries } from "../../shared/money/ledger/store.js";
 import { buildAgent } from "../helpers/factories.js";
+import { heldBy, holdOf } from "../helpers/money.js";
 import { watchThePoolsConnection } from "../helpers/pg-socket.js";
 
 // A post in one flight (PostTransactionInput.oneFlight): its lock, its write (which reads the locked
@@ -40,16 +41,6 @@ function movement(agentId: string, amountMicros: bigint, label: string): AgentMo
     amountMicros,
     reference: { type: "test", id: randomUUID() },
     idempotencyKey: `test:${label}:${randomUUID()}`,
-  };
-}
-
-/** The hold a movement made, as its caller's records would say. */
-function heldBy(hold: AgentMovement): HeldFunds {
-  return {
-    agentId: hold.agentId,
-    currency: hold.currency,
-    amountMicros: hold.amountMicros,
-    reference: hold.reference,
   };
 }
 
@@ -218,7 +209,7 @@ describe("a ledger post in one flight", () => {
     expect(other.committed).toBe(false);
 
     // A hold resolved under another key: declined (its unique index), then told so.
-    await releaseHold({ holdKey: first.idempotencyKey, idempotencyKey: `test:release:${randomUUID()}` });
+    await releaseHold({ ...holdOf(first), idempotencyKey: `test:release:${randomUUID()}` });
     const resolved = await asACaller(resolve(heldBy(first)));
     expect(resolved.met).toEqual(["FlightDeclined", "HoldAlreadyResolvedError"]);
     expect(resolved.end).toBeInstanceOf(HoldAlreadyResolvedError);

@@ -37,6 +37,7 @@ import {
   transactionEntries,
 } from "../../shared/money/ledger/store.js";
 import { buildAgent } from "../helpers/factories.js";
+import { holdOf } from "../helpers/money.js";
 import { waitFor } from "../helpers/processes.js";
 
 // Every test builds its own agents, so files and tests run in parallel on the shared database. The
@@ -96,8 +97,9 @@ describe("ledger flows", () => {
     expect(await balancesOf(buyer)).toEqual([5_000_000n, 0n, 0n, 0n]);
 
     const invocation = ref();
-    const holdKey = key("hold");
-    await holdFunds({ ...mv(buyer, 1_234_567n, "hold"), reference: invocation, idempotencyKey: holdKey });
+    const held = { ...mv(buyer, 1_234_567n, "hold"), reference: invocation };
+    const holdKey = held.idempotencyKey;
+    await holdFunds(held);
     expect(await balancesOf(buyer)).toEqual([3_765_433n, 1_234_567n, 0n, 0n]);
     const hold = await findHold(holdKey);
     expect(hold).toMatchObject({
@@ -108,7 +110,7 @@ describe("ledger flows", () => {
     });
 
     const captureKey = key("capture");
-    const capture = await captureHold({ holdKey, sellerAgentId: seller, idempotencyKey: captureKey });
+    const capture = await captureHold({ ...holdOf(held), sellerAgentId: seller, idempotencyKey: captureKey });
     // fee = floor(1_234_567 × 3 / 100) = floor(37_037.01) = 37_037; the seller gets the rest.
     expect(capture).toMatchObject({ replayed: false, feeMicros: 37_037n, sellerMicros: 1_197_530n });
     expect(await balancesOf(buyer)).toEqual([3_765_433n, 0n, 0n, 0n]);
@@ -149,7 +151,7 @@ describe("ledger flows", () => {
     const hold = mv(buyer, 100n, "hold");
     await holdFunds(hold);
     const capture = await captureHold({
-      holdKey: hold.idempotencyKey,
+      ...holdOf(hold),
       sellerAgentId: null,
       idempotencyKey: key("capture"),
     });
@@ -170,7 +172,7 @@ describe("ledger flows", () => {
     const hold = mv(buyer, 33n, "hold");
     await holdFunds(hold);
     const capture = await captureHold({
-      holdKey: hold.idempotencyKey,
+      ...holdOf(hold),
       sellerAgentId: seller,
       idempotencyKey: key("capture"),
     });
@@ -186,10 +188,9 @@ describe("ledger flows", () => {
     await creditDeposit(mv(buyer, 1_000n, "deposit"));
     const hold = mv(buyer, 400n, "hold");
     await holdFunds(hold);
-    const holdKey = hold.idempotencyKey;
     expect(await balancesOf(buyer)).toEqual([600n, 400n, 0n, 0n]);
     const releaseKey = key("release");
-    const release = await releaseHold({ holdKey, idempotencyKey: releaseKey });
+    const release = await releaseHold({ ...holdOf(hold), idempotencyKey: releaseKey });
     expect(release.replayed).toBe(false);
     expect(await entryList(release.transactionId)).toEqual([
       ["agent_held", -400n],
@@ -198,21 +199,21 @@ describe("ledger flows", () => {
     expect(await balancesOf(buyer)).toEqual([1_000n, 0n, 0n, 0n]);
 
     // The same release again is a replay; a capture or a second release under another key is refused.
-    expect(await releaseHold({ holdKey, idempotencyKey: releaseKey })).toEqual({
+    expect(await releaseHold({ ...holdOf(hold), idempotencyKey: releaseKey })).toEqual({
       transactionId: release.transactionId,
       replayed: true,
     });
     await expect(
-      captureHold({ holdKey, sellerAgentId: seller, idempotencyKey: key("capture") }),
+      captureHold({ ...holdOf(hold), sellerAgentId: seller, idempotencyKey: key("capture") }),
     ).rejects.toBeInstanceOf(HoldAlreadyResolvedError);
-    await expect(releaseHold({ holdKey, idempotencyKey: key("release") })).rejects.toBeInstanceOf(
+    await expect(releaseHold({ ...holdOf(hold), idempotencyKey: key("release") })).rejects.toBeInstanceOf(
       HoldAlreadyResolvedError,
     );
     expect(await balancesOf(buyer)).toEqual([1_000n, 0n, 0n, 0n]);
     expect(await balancesOf(seller)).toEqual([0n, 0n, 0n, 0n]);
-    await expect(releaseHold({ holdKey: key("missing"), idempotencyKey: key("release") })).rejects.toThrow(
-      /no ledger hold/,
-    );
+    await expect(
+      releaseHold({ ...holdOf(hold), holdKey: key("missing"), idempotencyKey: key("release") }),
+    ).rejects.toThrow(/no ledger hold/);
   });
 
   it("bonds move between available and bonds, and a bond larger than available is refused", async () => {
@@ -288,8 +289,8 @@ describe("ledger flows", () => {
       const resolveKey = key("resolve");
       const resolve = () =>
         round % 2 === 0
-          ? releaseHold({ holdKey: hold.idempotencyKey, idempotencyKey: resolveKey })
-          : captureHold({ holdKey: hold.idempotencyKey, sellerAgentId: seller, idempotencyKey: resolveKey });
+          ? releaseHold({ ...holdOf(hold), idempotencyKey: resolveKey })
+          : captureHold({ ...holdOf(hold), sellerAgentId: seller, idempotencyKey: resolveKey });
       const results = await Promise.all(Array.from({ length: 4 }, resolve));
       expect(results.filter((r) => !r.replayed)).toHaveLength(1);
       expect(new Set(results.map((r) => r.transactionId)).size).toBe(1);
@@ -304,8 +305,8 @@ describe("ledger flows", () => {
       const hold = mv(buyer, 100n, "hold");
       await holdFunds(hold);
       const outcomes = await Promise.allSettled([
-        captureHold({ holdKey: hold.idempotencyKey, sellerAgentId: seller, idempotencyKey: key("capture") }),
-        releaseHold({ holdKey: hold.idempotencyKey, idempotencyKey: key("release") }),
+        captureHold({ ...holdOf(hold), sellerAgentId: seller, idempotencyKey: key("capture") }),
+        releaseHold({ ...holdOf(hold), idempotencyKey: key("release") }),
       ]);
       const won = outcomes.filter((o) => o.status === "fulfilled");
       expect(won).toHaveLength(1);
@@ -439,7 +440,7 @@ describe("evidence written with a post", () => {
     });
     const splits: unknown[] = [];
     const captured = await captureHold({
-      holdKey: hold.idempotencyKey,
+      ...holdOf(hold),
       idempotencyKey: key("capture"),
       sellerAgentId: seller,
       captureMicros: 60_000n,
@@ -490,11 +491,11 @@ describe("evidence written with a post", () => {
     await expectPaymentRequired(
       holdFunds({ ...mv(buyer, 600n, "short"), evidence: [{ ...authorization, subject_id: refused }] }),
     );
-    await releaseHold({ holdKey: hold.idempotencyKey, idempotencyKey: key("release") });
+    await releaseHold({ ...holdOf(hold), idempotencyKey: key("release") });
     const late = randomUUID();
     await expect(
       releaseHold({
-        holdKey: hold.idempotencyKey,
+        ...holdOf(hold),
         idempotencyKey: key("release-again"),
         evidence: [{ ...authorization, subject_id: late, state: "refund" }],
       }),
@@ -799,7 +800,7 @@ describe("ledger inside a caller's transaction", () => {
       reference: hold.reference,
     };
     const sameHold = await raceAfterTheLock(
-      (trx) => releaseHold({ holdKey: hold.idempotencyKey, idempotencyKey: key("release") }, trx),
+      (trx) => releaseHold({ ...holdOf(hold), idempotencyKey: key("release") }, trx),
       (trx) =>
         captureHold(
           {
@@ -1084,7 +1085,8 @@ async function execute(model: Model, op: Op): Promise<Outcome> {
               holdKey: op.hold,
               sellerAgentId: op.seller === null ? null : agent(op.seller),
               idempotencyKey: op.key,
-              ...(trx ? { ...sent, expected: expectedOf(op.hold) } : {}),
+              expected: expectedOf(op.hold),
+              ...sent,
             },
             trx,
           ),
@@ -1096,7 +1098,8 @@ async function execute(model: Model, op: Op): Promise<Outcome> {
             {
               holdKey: op.hold,
               idempotencyKey: op.key,
-              ...(trx ? { ...sent, expected: expectedOf(op.hold) } : {}),
+              expected: expectedOf(op.hold),
+              ...sent,
             },
             trx,
           ),

@@ -18,6 +18,7 @@ import {
 } from "../helpers/chain.js";
 import { buildAgent, type TestAgent } from "../helpers/factories.js";
 import { api } from "../helpers/http.js";
+import { holdOf } from "../helpers/money.js";
 import { useOwnDatabase } from "../helpers/own-database.js";
 import { usePaidChain } from "../helpers/paid-chain.js";
 import { startService, type TestService } from "../helpers/service.js";
@@ -74,15 +75,16 @@ async function accrue(seller: TestAgent, grossUsdc: number): Promise<bigint> {
     reference: { type: "test", id },
     idempotencyKey: `test:deposit:${id}`,
   });
-  await holdFunds({
+  const hold = {
     agentId: buyer.agentId,
-    currency: "USDC",
+    currency: "USDC" as const,
     amountMicros: USDC(grossUsdc),
     reference: { type: "invocation", id },
     idempotencyKey: `test:hold:${id}`,
-  });
+  };
+  await holdFunds(hold);
   const capture = await captureHold({
-    holdKey: `test:hold:${id}`,
+    ...holdOf(hold),
     idempotencyKey: `test:capture:${id}`,
     sellerAgentId: seller.agentId,
   });

@@ -107,17 +107,28 @@ describe("paid invocations in the worker", () => {
     // back whole; the attempt's success is then recorded on its own.
     for (const releasedElsewhere of [true, false]) {
       let invocationId = "";
+      let buyerId = "";
       const s = await sellerAt(async (_c, res) => {
         await db()("invocations")
           .where({ id: invocationId })
           .update({ status: "failed", completed_at: db().fn.now() });
         if (releasedElsewhere)
-          await releaseHold({ holdKey: holdKey(invocationId), idempotencyKey: releaseKey(invocationId) });
+          await releaseHold({
+            holdKey: holdKey(invocationId),
+            expected: {
+              agentId: buyerId,
+              currency: "USDC",
+              amountMicros: 200_000n,
+              reference: { type: "invocation", id: invocationId },
+            },
+            idempotencyKey: releaseKey(invocationId),
+          });
         json(res, 200, { success: true, output: {} });
       });
       const listing = await buildListing({ endpointUrl: s.url, price: 0.2, sellerId: seller.agentId });
       const { buyer, invocation } = await paidInvocation([listing], 200_000n);
       invocationId = invocation.id;
+      buyerId = buyer.agentId;
       expect(await processExecution({ invocation_id: invocation.id })).toBe("already_finished");
       expect(s.calls).toHaveLength(1);
       expect(await ledgerKinds(invocation.id)).toEqual(releasedElsewhere ? ["hold", "release"] : ["hold"]);

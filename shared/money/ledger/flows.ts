@@ -9,7 +9,6 @@ import {
   type LedgerLeg,
   type LedgerReference,
   type PostResult,
-  type PostTransactionInput,
   platformSplit,
   postTransaction,
   retryTransient,
@@ -42,7 +41,7 @@ export interface AgentMovement {
   oneFlight?: boolean;
 }
 
-/** Names a hold by its idempotency key; the hold fixes who pays, how much and in which currency. */
+/** Names a hold by its idempotency key and what it holds: who pays, how much, in which currency, for what. */
 export interface HoldResolution {
   holdKey: string;
   idempotencyKey: string;
@@ -52,11 +51,11 @@ export interface HoldResolution {
   /** The caller's statements sent with the resolution's write (PostTransactionInput.withWrite). */
   withWrite?: () => Promise<unknown>;
   /**
-   * What the hold holds, when the caller's own records say (an invocation's buyer, unit and hold_micros):
-   * the hold is then not read first; the resolution's lock reads it in its own statement and goes on only
-   * when it holds exactly that (PostTransactionInput.resolvesHold). Else the hold is read first.
+   * What the hold holds, as the caller's own records say (an invocation's buyer, unit and hold_micros;
+   * an order's): the hold is not read first; the resolution's lock reads it in its own statement and goes
+   * on only when it holds exactly that (PostTransactionInput.resolvesHold).
    */
-  expected?: HeldFunds;
+  expected: HeldFunds;
   /** The caller's statements sent just before, whose flight the lock joins (PostTransactionInput.before). */
   before?: Promise<unknown>;
   /** The resolution's write is the caller's transaction's last statement (PostTransactionInput.commitWithWrite). */
@@ -146,26 +145,6 @@ export async function findHold(holdKey: string, trx?: Knex.Transaction): Promise
 }
 
 /**
- * The hold a capture or release resolves: what it holds, and how its post names it. Expected by the
- * caller, the post names it by key and its lock checks it; else it is read here, and named by id.
- */
-async function holdToResolve(
-  r: Pick<HoldResolution, "holdKey" | "expected" | "before">,
-  trx: Knex.Transaction | undefined,
-): Promise<{ held: HeldFunds; naming: Pick<PostTransactionInput, "resolves" | "resolvesHold" | "before"> }> {
-  if (r.expected)
-    return {
-      held: r.expected,
-      naming: { resolvesHold: { key: r.holdKey, expected: r.expected }, before: r.before },
-    };
-  if (r.before)
-    throw new Error("a hold resolution sent with the caller's statements needs its expected hold");
-  const hold = await findHold(r.holdKey, trx);
-  if (!hold) throw new Error(`no ledger hold with key ${r.holdKey}`);
-  return { held: hold, naming: { resolves: hold.transactionId } };
-}
-
-/**
  * Captures a hold on success: held → seller payable (amount − fee) and platform revenue (fee =
  * floor(amount × 3 / 100)). A null seller is a platform-owned first-party listing: both parts go to
  * platform revenue, still as two entries so the split stays visible. captureMicros (default: the whole
@@ -182,7 +161,7 @@ export async function captureHold(
   },
   trx?: Knex.Transaction,
 ): Promise<CaptureResult & CaptureSplit> {
-  const { held: hold, naming } = await holdToResolve(r, trx);
+  const hold = r.expected;
   const captured = r.captureMicros ?? hold.amountMicros;
   requirePositive(captured);
   if (captured > hold.amountMicros) {
@@ -206,7 +185,8 @@ export async function captureHold(
       kind: "capture",
       idempotencyKey: r.idempotencyKey,
       reference: hold.reference,
-      ...naming,
+      resolvesHold: { key: r.holdKey, expected: hold },
+      before: r.before,
       legs,
       metadata: {
         ...r.metadata,
@@ -228,7 +208,7 @@ export async function captureHold(
 
 /** Voids a whole hold on failure (held → available). Throws HoldAlreadyResolvedError like a capture. */
 export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Promise<PostResult> {
-  const { held: hold, naming } = await holdToResolve(r, trx);
+  const hold = r.expected;
   const held = named(hold.agentId, "agent_held", hold.currency);
   const available = named(hold.agentId, "agent_available", hold.currency);
   return postTransaction(
@@ -236,7 +216,8 @@ export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Pr
       kind: "release",
       idempotencyKey: r.idempotencyKey,
       reference: hold.reference,
-      ...naming,
+      resolvesHold: { key: r.holdKey, expected: hold },
+      before: r.before,
       legs: [
         { account: held, amountMicros: -hold.amountMicros },
         { account: available, amountMicros: hold.amountMicros },

@@ -14,7 +14,6 @@ import {
   createAccounts,
   findTransactionByKey,
   getOrCreateAccount,
-  type HoldNaming,
   IN_FLIGHT_REFUSALS,
   type InFlightResolves,
   isResolved,
@@ -87,12 +86,11 @@ export interface PostTransactionInput {
   reference?: LedgerReference | null;
   legs: LedgerLeg[];
   metadata?: Record<string, unknown>;
-  /** For a capture or release: the hold it resolves. A hold is resolved once, either way. */
-  resolves?: string | null;
   /**
-   * For a capture or release that has not read its hold: the hold's key, and what the caller's own
-   * records say it holds (the legs were built on that). The lock's statement reads the hold and the post
-   * goes on only when it is there and holds exactly that; then it resolves that hold, as `resolves`.
+   * For a capture or release: the hold it resolves, by the hold's key, and what the caller's own records
+   * say it holds (the legs were built on that). The hold is not read first: the lock's statement reads
+   * it, and the post goes on only when it is there and holds exactly that. A hold is resolved once,
+   * either way.
    */
   resolvesHold?: { key: string; expected: HeldFunds };
   /**
@@ -145,6 +143,11 @@ export interface PostTransactionInput {
 export interface PostResult {
   transactionId: string;
   replayed: boolean;
+}
+
+/** A post past its lock: the id of the hold it resolves, read by that lock (null for a post that resolves none). */
+interface Posting extends PostTransactionInput {
+  resolves: string | null;
 }
 
 /** A capture or release named a hold that a different transaction already captured or released. */
@@ -349,10 +352,11 @@ async function postOnce(
     return postInOneFlight(q, asked, withWrite);
   const locking = lockLegAccounts(q, asked);
   const locked = asked.before ? (await inOneFlight(asked.before, locking))[1] : await locking;
-  // A hold named by key is resolved by id from here on: the lock's statement read it.
-  const input = asked.resolvesHold
-    ? { ...asked, resolves: heldAsExpected(asked.resolvesHold, locked.hold) }
-    : asked;
+  // The hold named by key is resolved by its id from here on: the lock's statement read it.
+  const input: Posting = {
+    ...asked,
+    resolves: asked.resolvesHold ? heldAsExpected(asked.resolvesHold, locked.hold) : null,
+  };
   if (locked.keyTakenBy) return replay(q, input);
   if (locked.holdResolvedBy && input.resolves) throw new HoldAlreadyResolvedError(input.resolves);
   const currencies = new Set([...locked.accounts.values()].map((a) => a.currency));
@@ -378,7 +382,7 @@ async function postOnce(
       idempotency_key: input.idempotencyKey,
       reference_type: input.reference?.type ?? null,
       reference_id: input.reference?.id ?? null,
-      resolves_transaction_id: input.resolves ?? null,
+      resolves_transaction_id: input.resolves,
       metadata: input.metadata ?? {},
     },
     entries,
@@ -443,22 +447,20 @@ async function postInOneFlight(
   return { transactionId: answers[input.before ? 2 : 1] as string, replayed: false };
 }
 
-/** How a post in one flight names the hold it resolves: by key with what it holds, by id, or none. */
+/** How a post in one flight names the hold it resolves: by key with what it holds, or none. */
 function resolvesInFlight(input: PostTransactionInput): InFlightResolves {
-  if (input.resolvesHold) {
-    const { key, expected } = input.resolvesHold;
-    return {
-      key,
-      expected: {
-        owner: expected.agentId,
-        currency: expected.currency,
-        amountMicros: expected.amountMicros,
-        referenceType: expected.reference?.type ?? null,
-        referenceId: expected.reference?.id ?? null,
-      },
-    };
-  }
-  return input.resolves ? { id: input.resolves } : null;
+  if (!input.resolvesHold) return null;
+  const { key, expected } = input.resolvesHold;
+  return {
+    key,
+    expected: {
+      owner: expected.agentId,
+      currency: expected.currency,
+      amountMicros: expected.amountMicros,
+      referenceType: expected.reference?.type ?? null,
+      referenceId: expected.reference?.id ?? null,
+    },
+  };
 }
 
 /**
@@ -466,10 +468,7 @@ function resolvesInFlight(input: PostTransactionInput): InFlightResolves {
  * under another key, HoldAlreadyResolvedError. Read afresh: under READ COMMITTED a new statement sees
  * what committed since the lock was taken. Undefined when neither happened.
  */
-async function answerOfFirstPost(
-  q: Knex.Transaction,
-  input: PostTransactionInput,
-): Promise<PostResult | undefined> {
+async function answerOfFirstPost(q: Knex.Transaction, input: Posting): Promise<PostResult | undefined> {
   const existing = await findTransactionByKey(q, input.idempotencyKey);
   if (existing) return replay(q, input, existing);
   if (input.resolves && (await isResolved(q, input.resolves)))
@@ -541,12 +540,10 @@ function legAccounts(input: PostTransactionInput): AccountRef[] {
  */
 async function lockLegAccounts(q: Knex.Transaction, input: PostTransactionInput): Promise<LockedLegs> {
   const refs = legAccounts(input);
-  const resolves: HoldNaming | null = input.resolvesHold
-    ? { key: input.resolvesHold.key }
-    : input.resolves
-      ? { id: input.resolves }
-      : null;
-  const first = await lockForPost(q, refs, { idempotencyKey: input.idempotencyKey, resolves });
+  const first = await lockForPost(q, refs, {
+    idempotencyKey: input.idempotencyKey,
+    holdKey: input.resolvesHold?.key ?? null,
+  });
   const accounts = new Map<string, LedgerAccountRow>();
   for (const row of first.accounts) for (const name of accountNames(row)) accounts.set(name, row);
   const missing = refs.filter((ref) => !accounts.has(refName(ref)));
@@ -576,7 +573,7 @@ function isLeg(leg: LedgerLeg, entry: LedgerEntryView): boolean {
 /** A key seen before returns its first transaction; the same key for different legs is a bug. */
 async function replay(
   q: Knex.Transaction,
-  input: PostTransactionInput,
+  input: Posting,
   known?: LedgerTransactionRow,
 ): Promise<PostResult> {
   const existing = known ?? (await findTransactionByKey(q, input.idempotencyKey));
@@ -592,7 +589,7 @@ async function replay(
       return true;
     });
   const same =
-    existing.kind === input.kind && existing.resolves_transaction_id === (input.resolves ?? null) && sameLegs;
+    existing.kind === input.kind && existing.resolves_transaction_id === input.resolves && sameLegs;
   if (!same) {
     throw new Error(
       `ledger idempotency key ${input.idempotencyKey} was already used for a different transaction (${existing.id})`,

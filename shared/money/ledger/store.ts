@@ -155,12 +155,6 @@ const HELD_COLUMNS =
   "h.amount_micros::text as held_micros, h.owner_agent_id as held_owner, h.currency as held_currency";
 
 /**
- * How a post names the hold it resolves (a capture or a release): by the hold's transaction id, read
- * before; or by the hold's idempotency key, and the lock's own statement reads the hold (ResolvedHold).
- */
-export type HoldNaming = { id: string } | { key: string };
-
-/**
  * The statement that locks the accounts named by id or by key, FOR UPDATE in id order (the one lock
  * order), with its bindings. Its text depends only on how many ids and which key shapes it names, so
  * it runs as a named prepared statement (preparedRaw): a hold and a capture each lock their accounts
@@ -171,7 +165,7 @@ export type HoldNaming = { id: string } | { key: string };
  */
 function lockStatement(
   refs: AccountRef[],
-  options: { noWait: boolean; lookups?: { idempotencyKey: string; resolves: HoldNaming | null } },
+  options: { noWait: boolean; lookups?: { idempotencyKey: string; holdKey: string | null } },
 ): { sql: string; bindings: Knex.RawBinding[] } {
   const ids = refs.flatMap((r) => ("id" in r ? [r.id] : []));
   const keys = refs.filter((r): r is AccountKey => !("id" in r));
@@ -181,16 +175,12 @@ function lockStatement(
   if (options.lookups) {
     columns += ", (select id from ledger_transactions where idempotency_key = ?) as key_taken_by";
     bindings.push(options.lookups.idempotencyKey);
-    const resolves = options.lookups.resolves;
+    const holdKey = options.lookups.holdKey;
     // A post that resolves no hold (a hold itself) looks for none. Sent as `resolves_transaction_id =
     // null`, the lookup made PostgreSQL's cached generic plan look dearer than a custom plan that folds it
     // away, so it planned the hold's lock afresh on every call.
-    if (resolves === null) columns += ", null::uuid as hold_resolved_by";
-    else if ("id" in resolves) {
-      columns +=
-        ", (select id from ledger_transactions where resolves_transaction_id = ?) as hold_resolved_by";
-      bindings.push(resolves.id);
-    } else {
+    if (holdKey === null) columns += ", null::uuid as hold_resolved_by";
+    else {
       // The hold by its key, with its held entry and whatever resolved it: one row, or none (then every
       // hold_ column is null). Joined outside the lock: FOR UPDATE OF locks the accounts only.
       columns +=
@@ -203,7 +193,7 @@ function lockStatement(
            from ledger_transactions t ${HELD_ENTRY}
           where t.idempotency_key = ? and t.kind = 'hold'
        ) hold on true`;
-      bindings.push(resolves.key);
+      bindings.push(holdKey);
     }
   }
   const named: string[] = [];
@@ -282,11 +272,11 @@ interface LockForPostRow extends Raw<LedgerAccountRow, "balance_micros"> {
 export async function lockForPost(
   q: Db,
   refs: AccountRef[],
-  post: { idempotencyKey: string; resolves: HoldNaming | null },
+  post: { idempotencyKey: string; holdKey: string | null },
 ): Promise<LockedForPost> {
   const { sql, bindings } = lockStatement(refs, {
     noWait: false,
-    lookups: { idempotencyKey: post.idempotencyKey, resolves: post.resolves },
+    lookups: { idempotencyKey: post.idempotencyKey, holdKey: post.holdKey },
   });
   const rows: LockForPostRow[] = (await preparedRaw(q, sql, bindings)).rows;
   const first = rows[0];
@@ -308,7 +298,7 @@ export async function lockForPost(
     holdResolvedBy: first?.hold_resolved_by ?? null,
   };
   // With no account row there is no row to carry the hold either: it stays unread (undefined).
-  if (post.resolves && "key" in post.resolves && first) {
+  if (post.holdKey !== null && first) {
     locked.hold = first.hold_id
       ? {
           transactionId: first.hold_id,
@@ -456,20 +446,17 @@ function writtenWithTx(entries: string, balances: string, evidence: number): str
 }
 
 /** How a post written in one flight names the hold it resolves (none for a hold itself). */
-export type InFlightResolves =
-  | null
-  | { id: string }
-  | {
-      key: string;
-      /** What the caller's records say the hold holds: the write goes on only when it holds exactly that. */
-      expected: {
-        owner: string;
-        currency: Currency;
-        amountMicros: bigint;
-        referenceType: string | null;
-        referenceId: string | null;
-      };
-    };
+export type InFlightResolves = null | {
+  key: string;
+  /** What the caller's records say the hold holds: the write goes on only when it holds exactly that. */
+  expected: {
+    owner: string;
+    currency: Currency;
+    amountMicros: bigint;
+    referenceType: string | null;
+    referenceId: string | null;
+  };
+};
 
 /**
  * Why a write sent in one flight refused to write (its refuse_unless reason): each is something the
@@ -517,8 +504,7 @@ export async function writeTransactionInFlight(
     }
     bindings.push(leg.amountMicros.toString());
   });
-  const resolvesShape = resolves === null ? "none" : "id" in resolves ? "id" : "key";
-  if (resolves && "key" in resolves) {
+  if (resolves) {
     const e = resolves.expected;
     bindings.push(
       resolves.key,
@@ -534,11 +520,10 @@ export async function writeTransactionInFlight(
     row.idempotency_key,
     row.reference_type,
     row.reference_id,
-    ...(resolves && "id" in resolves ? [resolves.id] : []),
     JSON.stringify(row.metadata),
     ...insertWithTransactionValues(evidence),
   );
-  const text = inFlightText(legShapes, resolvesShape, evidence.length);
+  const text = inFlightText(legShapes, resolves ? "key" : "none", evidence.length);
   const result = await preparedRaw(q, text, bindings);
   return result.rows[0].id;
 }
@@ -546,7 +531,7 @@ export async function writeTransactionInFlight(
 /** writeTransactionInFlight's text per shape (how each leg names its account, the hold, evidence rows). */
 const inFlightTexts = new Map<string, string>();
 
-function inFlightText(legShapes: string[], resolves: "none" | "id" | "key", evidence: number): string {
+function inFlightText(legShapes: string[], resolves: "none" | "key", evidence: number): string {
   const shape = `${legShapes.join("")}/${resolves}/${evidence}`;
   let sql = inFlightTexts.get(shape);
   if (!sql) {
@@ -577,8 +562,7 @@ function inFlightText(legShapes: string[], resolves: "none" | "id" | "key", evid
               and reference_type is not distinct from ?::text and reference_id is not distinct from ?::text
          ) then '${r.holdNotAsExpected}'`
         : "";
-    const resolvesValue =
-      resolves === "none" ? "null::uuid" : resolves === "id" ? "?::uuid" : "(select id from hold)";
+    const resolvesValue = resolves === "none" ? "null::uuid" : "(select id from hold)";
     sql = `with leg (ord, account_id, amount) as (
        values ${legRows}
      ),
