@@ -9,7 +9,6 @@ import {
   type AgentMovement,
   captureHold,
   creditDeposit,
-  findHold,
   holdFunds,
   postBond,
   recordPayout,
@@ -81,6 +80,19 @@ async function expectPaymentRequired(promise: Promise<unknown>): Promise<AppErro
   return error as AppError;
 }
 
+/** A posted hold as its records say: its transaction, and its held entry's owner, unit and amount. */
+async function readHold(holdKey: string) {
+  const hold = await findTransactionByKey(db(), holdKey);
+  const held = (await transactionEntries(db(), hold!.id)).find((e) => e.kind === "agent_held")!;
+  return {
+    transactionId: hold!.id,
+    agentId: held.owner_agent_id,
+    currency: held.currency,
+    amountMicros: held.amount_micros,
+    reference: { type: hold!.reference_type, id: hold!.reference_id },
+  };
+}
+
 async function entryList(transactionId: string) {
   return (await transactionEntries(db(), transactionId)).map((e) => [e.kind, e.amount_micros]);
 }
@@ -101,7 +113,7 @@ describe("ledger flows", () => {
     const holdKey = held.idempotencyKey;
     await holdFunds(held);
     expect(await balancesOf(buyer)).toEqual([3_765_433n, 1_234_567n, 0n, 0n]);
-    const hold = await findHold(holdKey);
+    const hold = await readHold(holdKey);
     expect(hold).toMatchObject({
       agentId: buyer,
       currency: "USDC",

@@ -14,7 +14,7 @@ import {
   retryTransient,
   type TransactionKind,
 } from "./ledger.js";
-import { type AccountKind, findHoldByKey, findTransactionByKey, lockAccounts } from "./store.js";
+import { type AccountKind, findTransactionByKey, lockAccounts } from "./store.js";
 
 // The named money movements of the money paths (docs/payments.md "Ledger"), each one call and one ledger
 // transaction. Every helper takes an optional knex transaction: given one, it joins the caller's
@@ -77,11 +77,6 @@ export interface CaptureResult extends PostResult {
   sellerMicros: bigint;
 }
 
-/** A posted hold, read back: its transaction, the agent whose funds it holds and the amount. */
-export interface HoldView extends HeldFunds {
-  transactionId: string;
-}
-
 function requirePositive(amountMicros: bigint): void {
   if (typeof amountMicros !== "bigint" || amountMicros <= 0n) {
     throw new Error(`a ledger movement needs a positive bigint amount (got ${String(amountMicros)})`);
@@ -125,23 +120,6 @@ export async function holdFunds(m: AgentMovement, trx?: Knex.Transaction): Promi
   requirePositive(m.amountMicros);
   const available = named(m.agentId, "agent_available", m.currency);
   return move("hold", available, named(m.agentId, "agent_held", m.currency), m, trx);
-}
-
-/** Reads a posted hold by its idempotency key (undefined when there is none), in one read. */
-export async function findHold(holdKey: string, trx?: Knex.Transaction): Promise<HoldView | undefined> {
-  const hold = await findHoldByKey(trx ?? db(), holdKey);
-  if (!hold) return undefined;
-  if (hold.kind !== "hold") throw new Error(`ledger transaction ${holdKey} is a ${hold.kind}, not a hold`);
-  if (!hold.held_owner || hold.held_micros === null || !hold.held_currency)
-    throw new Error(`ledger hold ${holdKey} has no held entry`);
-  return {
-    transactionId: hold.id,
-    agentId: hold.held_owner,
-    currency: hold.held_currency,
-    amountMicros: hold.held_micros,
-    reference:
-      hold.reference_type && hold.reference_id ? { type: hold.reference_type, id: hold.reference_id } : null,
-  };
 }
 
 /**

@@ -603,28 +603,6 @@ function inFlightText(legShapes: string[], resolves: "none" | "key", evidence: n
   return sql;
 }
 
-/** A hold transaction with its held entry (amount, owner, currency), in one read; undefined when absent. */
-export async function findHoldByKey(
-  q: Db,
-  idempotencyKey: string,
-): Promise<
-  | (LedgerTransactionRow & {
-      held_micros: bigint | null;
-      held_owner: string | null;
-      held_currency: Currency | null;
-    })
-  | undefined
-> {
-  const result = await preparedRaw(
-    q,
-    `select t.*, ${HELD_COLUMNS} from ledger_transactions t ${HELD_ENTRY} where t.idempotency_key = ?`,
-    [idempotencyKey],
-  );
-  const row = result.rows[0];
-  if (!row) return undefined;
-  return { ...row, held_micros: row.held_micros === null ? null : BigInt(row.held_micros) };
-}
-
 /** Every account an agent owns in one currency. */
 export async function agentAccounts(q: Db, agentId: string, currency: Currency): Promise<LedgerAccountRow[]> {
   const rows = await q("ledger_accounts").where({ owner_agent_id: agentId, currency }).select("*");
