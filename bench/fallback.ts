@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import http from "node:http";
 import knexFactory, { type Knex } from "knex";
+import { probeHeaderName } from "../shared/routing/index.js";
 import { fixed, percentile, table } from "./lib.js";
 
 /**
@@ -36,15 +37,14 @@ interface Seller {
   close(): Promise<void>;
 }
 
-/** A probe carries the service's `x-<platform id>-probe` header (shared/routing/health-probe.ts). */
-const isProbe = (req: http.IncomingMessage) => Object.keys(req.headers).some((h) => /^x-.+-probe$/.test(h));
-
 /** A seller on 127.0.0.1, port 0, that answers every request at once with the same status and body. */
 async function startSeller(status: number, body: unknown): Promise<Seller> {
   const payload = JSON.stringify(body);
   const seller = { url: "", calls: 0, probes: 0, close: async () => {} };
+  // A health probe carries the probe header (the service under test shares this process's PLATFORM_ID).
+  const probeHeader = probeHeaderName();
   const server = http.createServer((req, res) => {
-    if (isProbe(req)) seller.probes += 1;
+    if (req.headers[probeHeader] !== undefined) seller.probes += 1;
     else seller.calls += 1;
     req.resume();
     req.on("end", () => res.writeHead(status, { "content-type": "application/json" }).end(payload));

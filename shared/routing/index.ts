@@ -17,6 +17,7 @@ export {
 } from "./approvals/approvals.js";
 export { startApprovalExpiry } from "./approvals/expiry.js";
 export { circuitStateCounts, openCircuits } from "./circuits.js";
+export { probeHeaderName } from "./health-probe.js";
 export { purgeExpiredIdempotencyKeys } from "./idempotency.js";
 export {
   executeResult,
