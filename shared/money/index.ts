@@ -43,7 +43,7 @@ export {
   readGate,
 } from "./gate/availability.js";
 export { custodyStatus, setCustody } from "./gate/custody.js";
-export type { CaptureResult, CaptureSplit } from "./ledger/flows.js";
+export type { CaptureRequest, CaptureResult, CaptureSplit, HoldOutcome } from "./ledger/flows.js";
 export {
   captureHold,
   holdFunds,
@@ -51,6 +51,7 @@ export {
   recordX402Settlement,
   releaseBond,
   releaseHold,
+  resolveHoldsTogether,
   topUpFromFaucet,
 } from "./ledger/flows.js";
 export type { Currency, HeldFunds } from "./ledger/ledger.js";

@@ -6,9 +6,11 @@ import {
   captureHold,
   type EvidenceRow,
   type HeldFunds,
+  type HoldOutcome,
   holdFunds,
   type PostEvidence,
   releaseHold,
+  resolveHoldsTogether,
   THIS_TRANSACTION,
 } from "../money/index.js";
 import type { InvocationError } from "./store/invocations.js";
@@ -232,6 +234,27 @@ export interface PaidSuccess {
  * evidence.
  */
 export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Promise<void> {
+  const outcome = successOutcome(s);
+  if ("capture" in outcome) await captureHold(outcome.capture, trx);
+  else await releaseHold(outcome.release, trx);
+}
+
+/**
+ * Several successes settled in the transaction that records them, in one flight that ends it, all or
+ * nothing (resolveHoldsTogether), behind `before` (their success records). Each success's own before,
+ * last and oneFlight are the group's here. On any failure nothing is written and the error is thrown:
+ * the caller then settles each success alone (settleSuccess).
+ */
+export async function settleSuccessesTogether(
+  trx: Knex.Transaction,
+  successes: readonly PaidSuccess[],
+  before: Promise<unknown>,
+): Promise<void> {
+  await resolveHoldsTogether(successes.map(successOutcome), trx, before);
+}
+
+/** A success's capture, or its release when the serving listing was free, with their evidence. */
+function successOutcome(s: PaidSuccess): HoldOutcome {
   const execution = evidence(s.invocation, {
     state: "execution",
     source: "provider_response",
@@ -246,15 +269,18 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
     amount_micros: s.priceMicros,
     details: { status: "succeeded", receipt_id: s.receiptId },
   });
+  const resolution = {
+    holdKey: holdKey(s.invocation.id),
+    expected: expectedHold(s.invocation, s.holdMicros),
+    before: s.before,
+    withWrite: s.withWrite,
+    commitWithWrite: s.last,
+    oneFlight: s.oneFlight,
+  };
   if (s.priceMicros > 0n) {
-    await captureHold(
-      {
-        holdKey: holdKey(s.invocation.id),
-        expected: expectedHold(s.invocation, s.holdMicros),
-        before: s.before,
-        withWrite: s.withWrite,
-        commitWithWrite: s.last,
-        oneFlight: s.oneFlight,
+    return {
+      capture: {
+        ...resolution,
         idempotencyKey: captureKey(s.invocation.id),
         sellerAgentId: s.sellerAgentId,
         captureMicros: s.priceMicros,
@@ -278,31 +304,23 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
           outcome,
         ],
       },
-      trx,
-    );
-  } else {
-    const refund = evidence(s.invocation, {
-      state: "refund",
-      source: railOf(s.invocation).release,
-      source_ref: THIS_TRANSACTION,
-      amount_micros: s.holdMicros,
-      details: { reason: "served_by_free_listing" },
-    });
-    await releaseHold(
-      {
-        holdKey: holdKey(s.invocation.id),
-        expected: expectedHold(s.invocation, s.holdMicros),
-        before: s.before,
-        withWrite: s.withWrite,
-        commitWithWrite: s.last,
-        oneFlight: s.oneFlight,
-        idempotencyKey: releaseKey(s.invocation.id),
-        metadata: { reason: "served_by_free_listing" },
-        evidence: [execution, refund, outcome],
-      },
-      trx,
-    );
+    };
   }
+  const refund = evidence(s.invocation, {
+    state: "refund",
+    source: railOf(s.invocation).release,
+    source_ref: THIS_TRANSACTION,
+    amount_micros: s.holdMicros,
+    details: { reason: "served_by_free_listing" },
+  });
+  return {
+    release: {
+      ...resolution,
+      idempotencyKey: releaseKey(s.invocation.id),
+      metadata: { reason: "served_by_free_listing" },
+      evidence: [execution, refund, outcome],
+    },
+  };
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Knex } from "knex";
 import { ROUTER_MAX_ATTEMPTS } from "../catalog/index.js";
 import { GroupCommit, HOT_PATH_GROUPS } from "../db/group-commit.js";
 import { db } from "../db/knex.js";
-import { sentAhead } from "../db/pipeline.js";
+import { inOneFlight, sentAhead } from "../db/pipeline.js";
 import { refusedAs } from "../db/refusals.js";
 import { returnDailySpend, settleDailySpend } from "../identity/index.js";
 import { newTimeOrderedId } from "../kernel/ids.js";
@@ -13,7 +13,13 @@ import type { QueuePayload } from "../queues.js";
 import { type CallGate, openCall, releaseEarlyGate } from "./call-gate.js";
 import { offerCompletion } from "./completions.js";
 import type { LimitedListing } from "./listing-limits.js";
-import { chargeMicros, type PaidSuccess, releaseForFailure, settleSuccess } from "./paid-invocations.js";
+import {
+  chargeMicros,
+  type PaidSuccess,
+  releaseForFailure,
+  settleSuccess,
+  settleSuccessesTogether,
+} from "./paid-invocations.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -193,24 +199,52 @@ async function succeed(
             return id;
           }),
         )
-      : await recordPaidSuccess(record, {
-          invocation,
-          attemptId,
-          listingId: target.id,
-          sellerAgentId: target.seller_id,
-          priceMicros: price,
-          holdMicros: held,
-          providerEvidence: { ...result.evidence },
-        }).then((committed) => {
-          paidSummary = committed?.summary;
-          return committed?.receiptId;
-        });
+      : await paidSuccesses
+          .write({
+            record,
+            paid: {
+              invocation,
+              attemptId,
+              listingId: target.id,
+              sellerAgentId: target.seller_id,
+              priceMicros: price,
+              holdMicros: held,
+              providerEvidence: { ...result.evidence },
+            },
+          })
+          .then((committed) => {
+            paidSummary = committed?.summary;
+            return committed?.receiptId;
+          });
   recorded(receiptId);
   // Offered once the transaction has committed (a failed commit throws before this line).
   if (paidSummary) offerCompletion(paidSummary);
   if (edgePaymentId) await edge.settleAfterCommit(edgePaymentId);
   return receiptId ? "succeeded" : "already_finished";
 }
+
+/** A ledger-paid success to record: the attempt's record, and what its capture or release needs. */
+interface PaidSuccessWrite {
+  record: SuccessRecord;
+  paid: Omit<PaidSuccess, "receiptId" | "before" | "withWrite" | "last" | "oneFlight">;
+}
+
+/** A committed paid success: its receipt, and the summary its record committed. */
+interface PaidCommit {
+  receiptId: string;
+  summary: InvocationSummary;
+}
+
+/**
+ * Ledger-paid successes, grouped when they arrive together (group-commit.ts): one transaction for the
+ * group, its records, one lock of every account their captures move, each capture's write and the
+ * COMMIT in one flight (docs/benchmarks.md "The twenty-ninth round"). A lone success, and each success
+ * of a group that failed, is recorded alone as before.
+ */
+const paidSuccesses = new GroupCommit<PaidSuccessWrite, PaidCommit | undefined>(
+  { one: (w) => recordPaidSuccess(w), many: (ws) => recordPaidSuccesses(ws) },
+  { ...HOT_PATH_GROUPS, name: "paid_successes" },
+);
 
 /**
  * A ledger-paid success: its record and its capture (or release) in one transaction, in one flight: the
@@ -222,10 +256,7 @@ async function succeed(
  * are the other run's), as the record does outside a transaction. Answers the receipt and the summary
  * the record committed, or undefined then.
  */
-async function recordPaidSuccess(
-  record: SuccessRecord,
-  paid: Omit<PaidSuccess, "receiptId" | "before" | "withWrite" | "last" | "oneFlight">,
-): Promise<{ receiptId: string; summary: InvocationSummary } | undefined> {
+async function recordPaidSuccess({ record, paid }: PaidSuccessWrite): Promise<PaidCommit | undefined> {
   try {
     return await retryTransient(() =>
       db().transaction(async (trx) => {
@@ -250,6 +281,37 @@ async function recordPaidSuccess(
     await recordSuccess(db(), record);
     return undefined;
   }
+}
+
+/**
+ * Paid successes that arrived together, in one transaction and one flight: each one's strict record,
+ * then their captures or releases (settleSuccessesTogether: one lock, each write with the key's day of
+ * spend) and the COMMIT. All or nothing, and not retried: on any failure (a run that another ended, a
+ * capture the one-flight write declines, a deadlock) nothing is written, and the group commit records
+ * each success alone (recordPaidSuccess), which answers it.
+ */
+async function recordPaidSuccesses(writes: readonly PaidSuccessWrite[]): Promise<(PaidCommit | undefined)[]> {
+  if (new Set(writes.map((w) => w.record.invocationId)).size !== writes.length)
+    throw new Error("recordPaidSuccesses: an invocation appears twice");
+  return db().transaction(async (trx) => {
+    const receiptIds = writes.map(() => newTimeOrderedId());
+    const recordings = writes.map((w, i) =>
+      recordSuccess(trx, { ...w.record, receiptId: receiptIds[i] }, { strict: true }),
+    );
+    const recorded = sentAhead(inOneFlight(...recordings));
+    await settleSuccessesTogether(
+      trx,
+      writes.map(({ paid }, i) => ({
+        ...paid,
+        receiptId: receiptIds[i]!,
+        withWrite: () => settleDailySpend(trx, paid.invocation.id, paid.priceMicros),
+      })),
+      recorded,
+    );
+    // Strict records that did not fail answered their summaries.
+    const summaries = await recorded;
+    return summaries.map((summary, i) => ({ receiptId: receiptIds[i]!, summary: summary! }));
+  });
 }
 
 function callTimeoutMs(listing: Pick<CallTarget, "max_latency_ms">): number {

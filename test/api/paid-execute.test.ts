@@ -5,6 +5,7 @@ import { db } from "../../shared/db/knex.js";
 import { builtFullTransactor } from "../../shared/db/transactor.js";
 import { paidGateProvedByHold, readGate, resetGateCache } from "../../shared/money/gate/availability.js";
 import { balances, platformAccount } from "../../shared/money/ledger/ledger.js";
+import { groupCommitRows, groupCommitStatements } from "../../shared/observability/metrics.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
@@ -381,6 +382,89 @@ describe("paid direct invoke", () => {
       async () => (await balances(buyer.agentId, "USDC")).held === 0n,
     );
     expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.1), held: 0n });
+  });
+
+  it("paid calls that end together are settled in grouped transactions, each charged once with its own evidence", async () => {
+    // Answers after a pause, so that calls sent together end together (run-invocation.ts paidSuccesses).
+    const slow = await startSeller(async (call, res) => {
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      json(res, 200, { success: true, output: { got: call.body?.input } });
+    });
+    try {
+      const listing = await buildListing({
+        endpointUrl: slow.url,
+        price: 0.01,
+        sellerId: sellerAgent.agentId,
+        concurrencyLimit: 100,
+        rateLimit: 10_000,
+      });
+      const buyers = [await funded(5), await funded(5), await funded(5)];
+      // Made by the first capture: a post in one flight declines an account on first use.
+      const first = await api("POST", `/api/invoke/${listing.id}`, {
+        key: buyers[0]!.apiKey,
+        body: { input: {} },
+      });
+      expect(first.status).toBe(200);
+      const sellerBefore = (await balances(sellerAgent.agentId, "USDC")).payable;
+      const counted = async (metric: typeof groupCommitRows) =>
+        (await metric.get()).values.find((v) => v.labels.group === "paid_successes")?.value ?? 0;
+      const before = [await counted(groupCommitStatements), await counted(groupCommitRows)];
+      const calls = [0, 0, 0];
+      let sent = 0;
+      let statements = 0;
+      // Grouping needs successes that overlap; a loaded machine now and then serves a burst one call at
+      // a time, so up to five bursts of 24 are sent until some were grouped.
+      for (let burst = 0; burst < 5; burst++) {
+        const answers = await Promise.all(
+          Array.from({ length: 24 }, (_, i) => {
+            calls[i % 3]! += 1;
+            return api("POST", `/api/invoke/${listing.id}`, {
+              key: buyers[i % 3]!.apiKey,
+              body: { input: { n: sent + i } },
+            });
+          }),
+        );
+        for (const [i, res] of answers.entries()) {
+          expect(res.status).toBe(200);
+          expect(res.body.output).toEqual({ got: { n: sent + i } });
+          expect(res.body.cost).toMatchObject({ amount_usdc: "0.010000", charged: true });
+          const states = await db()("payment_evidence")
+            .where({ invocation_id: res.body.invocation_id })
+            .select("state", "source_ref");
+          expect(states.map((r) => r.state).sort()).toEqual([
+            "authorization",
+            "capture",
+            "execution",
+            "outcome",
+          ]);
+          const capture = await db()("ledger_transactions")
+            .where({ idempotency_key: `ledger:capture:${res.body.invocation_id}` })
+            .first("id");
+          expect(states.find((r) => r.state === "capture")!.source_ref).toBe(capture.id);
+          const receipt = await db()("receipts").where({ invocation_id: res.body.invocation_id });
+          expect(receipt.map((r) => r.id)).toEqual([res.body.receipt_id]);
+        }
+        sent += answers.length;
+        // Every success was written by exactly one statement of the group commit, alone or grouped.
+        expect((await counted(groupCommitRows)) - before[1]!).toBe(sent);
+        statements = (await counted(groupCommitStatements)) - before[0]!;
+        if (statements < sent) break;
+      }
+      expect(statements).toBeLessThan(sent);
+      // Each buyer paid 0.01 a call, once; nothing is left held; the seller got 97 % of every call.
+      const spent = [usdc(0.01), 0n, 0n];
+      for (const [i, buyer] of buyers.entries()) {
+        expect(await balances(buyer.agentId, "USDC")).toMatchObject({
+          available: usdc(5) - spent[i]! - BigInt(calls[i]!) * usdc(0.01),
+          held: 0n,
+        });
+      }
+      expect((await balances(sellerAgent.agentId, "USDC")).payable - sellerBefore).toBe(
+        BigInt(sent) * 9_700n,
+      );
+    } finally {
+      await slow.close();
+    }
   });
 
   it("an idempotent replay of a paid call holds and charges once", async () => {

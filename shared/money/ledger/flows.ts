@@ -9,7 +9,9 @@ import {
   type LedgerLeg,
   type LedgerReference,
   type PostResult,
+  type PostTransactionInput,
   platformSplit,
+  postTogether,
   postTransaction,
   retryTransient,
   type TransactionKind,
@@ -95,32 +97,53 @@ function move(
   m: AgentMovement,
   trx: Knex.Transaction | undefined,
 ): Promise<PostResult> {
-  return postTransaction(
-    {
-      kind,
-      idempotencyKey: m.idempotencyKey,
-      reference: m.reference,
-      legs: [
-        { account: from, amountMicros: -m.amountMicros },
-        { account: to, amountMicros: m.amountMicros },
-      ],
-      metadata: m.metadata ?? {},
-      evidence: m.evidence,
-      withWrite: m.withWrite,
-      before: m.before,
-      commitWithWrite: m.commitWithWrite,
-      oneFlight: m.oneFlight,
-    },
-    trx,
-  );
+  return postTransaction(movePost(kind, from, to, m), trx);
+}
+
+/** An amount moved from one account to another, as a post. */
+function movePost(
+  kind: TransactionKind,
+  from: AccountRef,
+  to: AccountRef,
+  m: AgentMovement,
+): PostTransactionInput {
+  return {
+    kind,
+    idempotencyKey: m.idempotencyKey,
+    reference: m.reference,
+    legs: [
+      { account: from, amountMicros: -m.amountMicros },
+      { account: to, amountMicros: m.amountMicros },
+    ],
+    metadata: m.metadata ?? {},
+    evidence: m.evidence,
+    withWrite: m.withWrite,
+    before: m.before,
+    commitWithWrite: m.commitWithWrite,
+    oneFlight: m.oneFlight,
+  };
 }
 
 /** Reserves an agent's funds for a paid call (available → held); PAYMENT_REQUIRED when short. */
 export async function holdFunds(m: AgentMovement, trx?: Knex.Transaction): Promise<PostResult> {
+  return postTransaction(holdPost(m), trx);
+}
+
+/** A hold as a post. */
+function holdPost(m: AgentMovement): PostTransactionInput {
   requirePositive(m.amountMicros);
   const available = named(m.agentId, "agent_available", m.currency);
-  return move("hold", available, named(m.agentId, "agent_held", m.currency), m, trx);
+  return movePost("hold", available, named(m.agentId, "agent_held", m.currency), m);
 }
+
+/** A capture's request: the hold it resolves, the seller, and how much of the hold it captures. */
+export type CaptureRequest = Omit<HoldResolution, "evidence"> & {
+  sellerAgentId: string | null;
+  /** Default: the whole hold, never more. */
+  captureMicros?: bigint;
+  /** Evidence written with the capture, given how it splits (PostTransactionInput.evidence). */
+  evidence?: (split: CaptureSplit) => PostEvidence[];
+};
 
 /**
  * Captures a hold on success: held → seller payable (amount − fee) and platform revenue (fee =
@@ -131,14 +154,16 @@ export async function holdFunds(m: AgentMovement, trx?: Knex.Transaction): Promi
  * already captured or released under another key.
  */
 export async function captureHold(
-  r: Omit<HoldResolution, "evidence"> & {
-    sellerAgentId: string | null;
-    captureMicros?: bigint;
-    /** Evidence written with the capture, given how it splits (PostTransactionInput.evidence). */
-    evidence?: (split: CaptureSplit) => PostEvidence[];
-  },
+  r: CaptureRequest,
   trx?: Knex.Transaction,
 ): Promise<CaptureResult & CaptureSplit> {
+  const { input, split } = capturePost(r);
+  const result = await postTransaction(input, trx);
+  return { ...result, ...split };
+}
+
+/** A capture as a post, and how it splits. */
+function capturePost(r: CaptureRequest): { input: PostTransactionInput; split: CaptureSplit } {
   const hold = r.expected;
   const captured = r.captureMicros ?? hold.amountMicros;
   requirePositive(captured);
@@ -158,56 +183,76 @@ export async function captureHold(
     { account: revenue, amountMicros: feeMicros },
     ...(available ? [{ account: available, amountMicros: returned }] : []),
   ].filter((leg) => leg.amountMicros !== 0n);
-  const result = await postTransaction(
-    {
-      kind: "capture",
-      idempotencyKey: r.idempotencyKey,
-      reference: hold.reference,
-      resolvesHold: { key: r.holdKey, expected: hold },
-      before: r.before,
-      legs,
-      metadata: {
-        ...r.metadata,
-        hold_key: r.holdKey,
-        seller_agent_id: r.sellerAgentId,
-        fee_micros: feeMicros.toString(),
-        seller_micros: sellerMicros.toString(),
-        returned_micros: returned.toString(),
-      },
-      evidence: r.evidence?.(split),
-      withWrite: r.withWrite,
-      commitWithWrite: r.commitWithWrite,
-      oneFlight: r.oneFlight,
+  const input: PostTransactionInput = {
+    kind: "capture",
+    idempotencyKey: r.idempotencyKey,
+    reference: hold.reference,
+    resolvesHold: { key: r.holdKey, expected: hold },
+    before: r.before,
+    legs,
+    metadata: {
+      ...r.metadata,
+      hold_key: r.holdKey,
+      seller_agent_id: r.sellerAgentId,
+      fee_micros: feeMicros.toString(),
+      seller_micros: sellerMicros.toString(),
+      returned_micros: returned.toString(),
     },
-    trx,
-  );
-  return { ...result, ...split };
+    evidence: r.evidence?.(split),
+    withWrite: r.withWrite,
+    commitWithWrite: r.commitWithWrite,
+    oneFlight: r.oneFlight,
+  };
+  return { input, split };
 }
 
 /** Voids a whole hold on failure (held → available). Throws HoldAlreadyResolvedError like a capture. */
 export async function releaseHold(r: HoldResolution, trx?: Knex.Transaction): Promise<PostResult> {
+  return postTransaction(releasePost(r), trx);
+}
+
+/** A release as a post. */
+function releasePost(r: HoldResolution): PostTransactionInput {
   const hold = r.expected;
   const held = named(hold.agentId, "agent_held", hold.currency);
   const available = named(hold.agentId, "agent_available", hold.currency);
-  return postTransaction(
-    {
-      kind: "release",
-      idempotencyKey: r.idempotencyKey,
-      reference: hold.reference,
-      resolvesHold: { key: r.holdKey, expected: hold },
-      before: r.before,
-      legs: [
-        { account: held, amountMicros: -hold.amountMicros },
-        { account: available, amountMicros: hold.amountMicros },
-      ],
-      metadata: { ...r.metadata, hold_key: r.holdKey },
-      evidence: r.evidence,
-      withWrite: r.withWrite,
-      commitWithWrite: r.commitWithWrite,
-      oneFlight: r.oneFlight,
-    },
-    trx,
+  return {
+    kind: "release",
+    idempotencyKey: r.idempotencyKey,
+    reference: hold.reference,
+    resolvesHold: { key: r.holdKey, expected: hold },
+    before: r.before,
+    legs: [
+      { account: held, amountMicros: -hold.amountMicros },
+      { account: available, amountMicros: hold.amountMicros },
+    ],
+    metadata: { ...r.metadata, hold_key: r.holdKey },
+    evidence: r.evidence,
+    withWrite: r.withWrite,
+    commitWithWrite: r.commitWithWrite,
+    oneFlight: r.oneFlight,
+  };
+}
+
+/** One resolution of resolveHoldsTogether: a capture, or a release. */
+export type HoldOutcome = { capture: CaptureRequest } | { release: HoldResolution };
+
+/**
+ * Captures or releases several holds in the caller's transaction, in one flight that ends it, all or
+ * nothing (postTogether): behind `before`, one lock of every account they move, each one's write with
+ * its withWrite statements, and the COMMIT. A request's own `before`, commitWithWrite and oneFlight
+ * are the group's here, so it gives none. On any failure nothing is written and the error is thrown:
+ * the caller then resolves each hold alone (captureHold, releaseHold), which answers it.
+ */
+export async function resolveHoldsTogether(
+  outcomes: readonly HoldOutcome[],
+  trx: Knex.Transaction,
+  before?: Promise<unknown>,
+): Promise<PostResult[]> {
+  const inputs = outcomes.map((o) =>
+    "capture" in o ? capturePost(o.capture).input : releasePost(o.release),
   );
+  return postTogether(inputs, trx, before);
 }
 
 /** Credits a confirmed deposit to an agent (chain clearing → available). */

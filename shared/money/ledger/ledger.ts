@@ -420,19 +420,7 @@ async function postInOneFlight(
   statements.push(lockAccountRefs(q, legAccounts(input)));
   const writing = (async () => {
     try {
-      return await writeTransactionInFlight(
-        q,
-        {
-          kind: input.kind,
-          idempotency_key: input.idempotencyKey,
-          reference_type: input.reference?.type ?? null,
-          reference_id: input.reference?.id ?? null,
-          metadata: input.metadata ?? {},
-        },
-        input.legs,
-        resolvesInFlight(input),
-        input.evidence,
-      );
+      return await writeInFlight(q, input);
     } catch (error) {
       const refusal = refusalOf(error);
       if (!isTaken(error) && !(refusal && Object.values(IN_FLIGHT_REFUSALS).includes(refusal as never)))
@@ -445,6 +433,65 @@ async function postInOneFlight(
   if (withWrite) statements.push(withWrite());
   const answers = await inOneFlight(...statements);
   return { transactionId: answers[input.before ? 2 : 1] as string, replayed: false };
+}
+
+/**
+ * Several posts in one flight of the caller's transaction, which they end (paid successes that arrive
+ * together, run-invocation.ts; docs/benchmarks.md "The twenty-ninth round"): behind `before`, one
+ * statement that locks every account any of them moves, in id order, so that a group waits on no other
+ * post or group in a cycle; then each post's write, which reads the balances as the posts before it
+ * left them (writeTransactionInFlight), with its withWrite statements; and the COMMIT. All or nothing:
+ * a post the one-flight write declines (a refusal, a replay, an account on first use, a hold not as
+ * expected) or any other failure rolls the whole transaction back and is thrown as it is, and the caller
+ * then runs each post alone (postTransaction), which answers it. Answers each post, in order (none is a
+ * replay: a replay is declined). The lock's text depends on how many accounts the group names, a bounded set (group-commit.ts's
+ * maxBatch), so it stays a named statement.
+ */
+export async function postTogether(
+  inputs: readonly PostTransactionInput[],
+  trx: Knex.Transaction,
+  before?: Promise<unknown>,
+): Promise<PostResult[]> {
+  for (const input of inputs) {
+    checkLegs(input);
+    if (input.before || input.commitWithWrite || input.oneFlight)
+      throw new Error("postTogether: `before` and the COMMIT are the group's, not a post's");
+  }
+  if (new Set(inputs.map((input) => input.idempotencyKey)).size !== inputs.length)
+    throw new Error("postTogether: an idempotency key appears twice");
+  const holds = inputs.flatMap((input) => (input.resolvesHold ? [input.resolvesHold.key] : []));
+  if (new Set(holds).size !== holds.length) throw new Error("postTogether: a hold is resolved twice");
+  if (!commitWithThisFlight(trx))
+    throw new Error("postTogether needs a top-level transaction that sends its COMMIT with its flight");
+  const accounts = new Map(inputs.flatMap(legAccounts).map((ref) => [refName(ref), ref]));
+  // In this order: the lock is asked for first, so it runs first, and every write sees its rows locked.
+  const statements: Promise<unknown>[] = before ? [before] : [];
+  statements.push(lockAccountRefs(trx, [...accounts.values()]));
+  const writes: number[] = [];
+  for (const input of inputs) {
+    writes.push(statements.length);
+    statements.push(writeInFlight(trx, input));
+    if (input.withWrite) statements.push(input.withWrite());
+  }
+  const answers = await inOneFlight(...statements);
+  return writes.map((at) => ({ transactionId: answers[at] as string, replayed: false }));
+}
+
+/** A post's write that reads its locked balances and checks its rules itself (writeTransactionInFlight). */
+function writeInFlight(q: Knex.Transaction, input: PostTransactionInput): Promise<string> {
+  return writeTransactionInFlight(
+    q,
+    {
+      kind: input.kind,
+      idempotency_key: input.idempotencyKey,
+      reference_type: input.reference?.type ?? null,
+      reference_id: input.reference?.id ?? null,
+      metadata: input.metadata ?? {},
+    },
+    input.legs,
+    resolvesInFlight(input),
+    input.evidence,
+  );
 }
 
 /** How a post in one flight names the hold it resolves: by key with what it holds, or none. */
