@@ -1,8 +1,10 @@
+import { logger } from "../log.js";
 import { groupCommitRows, groupCommitSplits, groupCommitStatements } from "../observability/metrics.js";
 
 // Group commit, at the service's level: writes of one kind that arrive while earlier ones are in flight
-// are sent together, as one statement, when a statement of that kind finishes (docs/benchmarks.md, "The
-// eighth round"). Under load most of a hot statement's cost is per statement, not per row: the round
+// are sent together, as one statement (or, for a paid call's hold and success, one transaction in one
+// flight), when a statement of that kind finishes (docs/benchmarks.md, "The eighth round" and "The
+// twenty-ninth round"). Under load most of a hot statement's cost is per statement, not per row: the round
 // trip and its socket writes, PostgreSQL's executor start-up, plan lookup, constraint set-up and the WAL
 // flush of its commit. N writes in one statement pay those once.
 //
@@ -12,7 +14,7 @@ import { groupCommitRows, groupCommitSplits, groupCommitStatements } from "../ob
 // for the first to end, and no longer. Each write still commits before its caller goes on: a caller's
 // promise settles when the statement holding its row has committed, never earlier.
 //
-// A grouped statement either writes every row or none (one statement, one transaction). When it fails,
+// A grouped statement either writes every row or none (one statement, or one transaction). When it fails,
 // each of its writes is sent again alone, so that every caller gets its own answer or its own error, and
 // one bad row never fails its neighbours.
 
@@ -83,9 +85,13 @@ export class GroupCommit<I, O> {
     let answers: O[];
     try {
       answers = await this.run(() => this.writer.many(group.map((p) => p.item)), group.length);
-    } catch {
+    } catch (error) {
       // Nothing of the group was written: each write goes again alone and meets its own answer or error.
       groupCommitSplits.inc({ group: this.options.name });
+      logger().debug(
+        { group: this.options.name, err: error },
+        "group commit: a group failed, its writes go alone",
+      );
       await Promise.all(
         group.map((p) => this.run(() => this.writer.one(p.item), 1).then(p.resolve, p.reject)),
       );

@@ -43,10 +43,17 @@ export {
   readGate,
 } from "./gate/availability.js";
 export { custodyStatus, setCustody } from "./gate/custody.js";
-export type { CaptureRequest, CaptureResult, CaptureSplit, HoldOutcome } from "./ledger/flows.js";
+export type {
+  AgentMovement,
+  CaptureRequest,
+  CaptureResult,
+  CaptureSplit,
+  HoldOutcome,
+} from "./ledger/flows.js";
 export {
   captureHold,
   holdFunds,
+  holdFundsTogether,
   postBond,
   recordX402Settlement,
   releaseBond,

@@ -2,12 +2,14 @@ import type { Knex } from "knex";
 import { AppError } from "../errors.js";
 import { formatUsdc } from "../kernel/money.js";
 import {
+  type AgentMovement,
   type Currency,
   captureHold,
   type EvidenceRow,
   type HeldFunds,
   type HoldOutcome,
   holdFunds,
+  holdFundsTogether,
   type PostEvidence,
   releaseHold,
   resolveHoldsTogether,
@@ -85,7 +87,7 @@ export async function holdForInvocation(
   trx: Knex.Transaction,
   invocation: PaidInvocation & { api_key_id: string | null },
   holdMicros: bigint,
-  terms: { listedPriceMicros: bigint; maxCostMicros: bigint | null; route: string; quoteId?: string },
+  terms: HoldTerms,
   sent: {
     before?: Promise<unknown>;
     withWrite?: () => Promise<unknown>;
@@ -93,9 +95,59 @@ export async function holdForInvocation(
     oneFlight?: boolean;
   } = {},
 ): Promise<void> {
+  const currency = invocation.currency ?? "USDC";
+  try {
+    await holdFunds(
+      {
+        ...holdMovement({ invocation, holdMicros, terms, withWrite: sent.withWrite }),
+        before: sent.before,
+        commitWithWrite: sent.last,
+        oneFlight: sent.oneFlight,
+      },
+      trx,
+    );
+  } catch (error) {
+    if (error instanceof AppError && error.code === "PAYMENT_REQUIRED")
+      throw currency === "USDC" ? fundingNeeded(error, holdMicros) : sandboxFundingNeeded(error, holdMicros);
+    throw error;
+  }
+}
+
+/** What a paid invocation's hold is for: the price listed, the buyer's max_cost, the route, the quote paid. */
+export interface HoldTerms {
+  listedPriceMicros: bigint;
+  maxCostMicros: bigint | null;
+  route: string;
+  quoteId?: string;
+}
+
+/** A paid invocation's hold: its invocation, amount and terms, and the caller's statements sent with its write. */
+export interface InvocationHold {
+  invocation: PaidInvocation & { api_key_id: string | null };
+  holdMicros: bigint;
+  terms: HoldTerms;
+  withWrite?: () => Promise<unknown>;
+}
+
+/**
+ * Holds for several paid invocations in the transaction that inserts them, in one flight that ends it,
+ * all or nothing (holdFundsTogether), behind `before` (their inserts). On any failure, short funds
+ * included, nothing is written and the error is thrown as it is: the caller then holds for each
+ * invocation alone (holdForInvocation), which answers it.
+ */
+export async function holdForInvocationsTogether(
+  trx: Knex.Transaction,
+  holds: readonly InvocationHold[],
+  before: Promise<unknown>,
+): Promise<void> {
+  await holdFundsTogether(holds.map(holdMovement), trx, before);
+}
+
+/** A paid invocation's hold as a ledger movement, with its authorization evidence: the key that asked and the limit it gave. */
+function holdMovement(h: InvocationHold): AgentMovement {
+  const { invocation, holdMicros, terms } = h;
   const agentId = invocation.agent_id;
   if (!agentId) throw new Error(`invocation ${invocation.id} has no agent to hold funds from`);
-  const currency = invocation.currency ?? "USDC";
   const authorization = evidence(invocation, {
     state: "authorization",
     source: railOf(invocation).hold,
@@ -109,28 +161,16 @@ export async function holdForInvocation(
       ...(terms.quoteId ? { quote_id: terms.quoteId } : {}),
     },
   });
-  try {
-    await holdFunds(
-      {
-        agentId,
-        currency,
-        amountMicros: holdMicros,
-        reference: { type: SUBJECT, id: invocation.id },
-        idempotencyKey: holdKey(invocation.id),
-        metadata: { route: terms.route },
-        evidence: [authorization],
-        before: sent.before,
-        withWrite: sent.withWrite,
-        commitWithWrite: sent.last,
-        oneFlight: sent.oneFlight,
-      },
-      trx,
-    );
-  } catch (error) {
-    if (error instanceof AppError && error.code === "PAYMENT_REQUIRED")
-      throw currency === "USDC" ? fundingNeeded(error, holdMicros) : sandboxFundingNeeded(error, holdMicros);
-    throw error;
-  }
+  return {
+    agentId,
+    currency: invocation.currency ?? "USDC",
+    amountMicros: holdMicros,
+    reference: { type: SUBJECT, id: invocation.id },
+    idempotencyKey: holdKey(invocation.id),
+    metadata: { route: terms.route },
+    evidence: [authorization],
+    withWrite: h.withWrite,
+  };
 }
 
 function fundingNeeded(error: AppError, holdMicros: bigint): AppError {

@@ -42,7 +42,12 @@ import { releaseEarlyGate } from "./call-gate.js";
 import { openCircuits } from "./circuits.js";
 import { takeCompletion } from "./completions.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
-import { holdForInvocation } from "./paid-invocations.js";
+import {
+  type HoldTerms,
+  holdForInvocation,
+  holdForInvocationsTogether,
+  type InvocationHold,
+} from "./paid-invocations.js";
 import { notInvocable, quoteNotUsable, quoteToPay } from "./quotes.js";
 import {
   type Candidate,
@@ -67,6 +72,7 @@ import {
   insertClaimedInvocations,
   insertInvocationWithJob,
   type NewInvocation,
+  type ProvedCandidates,
   type ProvedClaim,
   type RunClaim,
 } from "./store/invocations.js";
@@ -422,6 +428,58 @@ const provedClaims = new GroupCommit<ProvedClaim, RunClaim | undefined>(
   { ...HOT_PATH_GROUPS, name: "proved_claims" },
 );
 
+/** A paid run to claim here, as the paid claims' group commit takes it. */
+interface PaidClaim {
+  /** Its own transaction, as createInvocation runs any (custody, insert, hold, daily reservation). */
+  alone: () => Promise<RunClaim>;
+  row: NewInvocation;
+  proved: ProvedCandidates | undefined;
+  /** Its hold (holdForInvocation); withWrite is the group's to give. */
+  hold: Omit<InvocationHold, "withWrite">;
+  /** The key whose daily spend reserves the hold, when spend limits govern it. */
+  reserve: Principal | undefined;
+}
+
+/**
+ * Paid runs claimed here with no key, quote or approval, grouped when they arrive together
+ * (group-commit.ts; docs/benchmarks.md "The twenty-ninth round"): a lone one, and each of a group that
+ * failed, runs its own transaction (`alone`); a group shares one (claimPaidTogether).
+ */
+const paidClaims = new GroupCommit<PaidClaim, RunClaim>(
+  { one: (c) => c.alone(), many: (claims) => claimPaidTogether(claims) },
+  { ...HOT_PATH_GROUPS, name: "paid_claims" },
+);
+
+/**
+ * Paid runs' claims in one transaction and one flight: the custody check (once), each run's strict
+ * insert, then their holds (one lock of every account they move, each hold's write with its key's daily
+ * reservation) and the COMMIT. All or nothing, and not retried as a group: on any failure (a moved
+ * catalog, short funds, a full daily cap, custody frozen, a hold the one-flight write declines) nothing
+ * is written, and the group commit runs each claim's own transaction, which answers it.
+ */
+async function claimPaidTogether(claims: readonly PaidClaim[]): Promise<RunClaim[]> {
+  if (new Set(claims.map((c) => c.row.id)).size !== claims.length)
+    throw new Error("claimPaidTogether: an invocation appears twice");
+  return db().transaction(async (trx) => {
+    const custody = assertCustodyOpen(trx);
+    const inserts = claims.map((c) =>
+      insertClaimedInvocation(trx, c.row, RUN_TIMING, c.proved, { strict: true }),
+    );
+    const before = sentAhead(inOneFlight(custody, ...inserts));
+    await holdForInvocationsTogether(
+      trx,
+      claims.map((c) => ({
+        ...c.hold,
+        withWrite: c.reserve && (() => reserveDailySpend(trx, c.reserve!, c.hold.holdMicros)),
+      })),
+      before,
+    );
+    const [, ...inserted] = await before;
+    // A strict insert that did not fail claimed its run.
+    return inserted.map((claim) => claim!);
+  });
+}
+
 /**
  * Commits the invocation — with the idempotency claim and, for paid work, the custody check, the ledger
  * hold with its authorization evidence and the key's daily reservation, all in one transaction — then
@@ -496,75 +554,89 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
     insertOnce(q, inTransaction).catch(refusedAs(CATALOG_MOVED, () => new CatalogMoved()));
   let invocation: InvocationRow;
   try {
-    invocation = transaction
-      ? await retryTransient(() =>
-          db().transaction(async (trx) => {
-            // One flight with the transaction's BEGIN (shared/db/pipeline.ts), in the order the statements
-            // would go one by one: the custody check (a share lock on its row), the insert, the key's
-            // claim (it references the row; an already-claimed key rolls it back), the quote's use
-            // (after the claim, so a retried request replays instead of meeting its own used quote), and
-            // behind them the hold's lock (PostTransactionInput.before). Asked for in that order, so that
-            // they go out in it: each is a named statement (preparedRaw), taking as many steps to reach
-            // the driver. Each refuses by failing, never by its answer (refuse_unless), which aborts the
-            // ones behind it: the first to fail is the error (inOneFlight).
-            const custody = paid ? assertCustodyOpen(trx) : undefined;
-            const inserting = awaiting ? insertAwaitingInvocation(trx, row) : insert(trx, true);
-            const steps: Promise<unknown>[] = custody ? [custody, inserting] : [inserting];
-            if (key) {
-              const claim = {
-                agent_id: principal.agentId,
-                key,
-                fingerprint: print,
-                invocation_id: invocationId,
-              };
-              steps.push(
-                claimIdempotencyKey(trx, claim, getConfig().idempotencyRetentionHours).catch(
-                  refusedAs(KEY_CLAIMED, () => new KeyAlreadyClaimed()),
-                ),
-              );
-            }
-            const { quote } = work;
-            if (quote) {
-              steps.push(
-                useQuoteStrictly(trx, quote.id, invocationId).catch(
-                  refusedAs(QUOTE_NOT_USABLE, () => new QuoteRefused(quote.id)),
-                ),
-              );
-            }
-            const before = sentAhead(inOneFlight(...steps));
-            // The key's day of spend is reserved with the hold's write: after the ledger's locks, as in
-            // every paid transaction, and never when the hold is refused (limited implies paid).
-            if (paid) {
-              await holdForInvocation(
-                trx,
-                row,
-                work.holdMicros,
-                {
-                  listedPriceMicros: micros(work.listing.price_micros),
-                  maxCostMicros: work.maxCostMicros,
-                  route: work.operation,
-                  ...(quote ? { quoteId: quote.id } : {}),
-                },
-                {
-                  before,
-                  withWrite: limited ? () => reserveDailySpend(trx, principal, work.holdMicros) : undefined,
-                  // The hold's write is the transaction's last statement, and its COMMIT goes with it
-                  // (PostTransactionInput.commitWithWrite), unless an approval is asked for after it.
-                  last: !awaiting,
-                  // Every statement before and with the hold refuses by failing (the custody check, the
-                  // insert's strict guard, the key's claim, the quote's use, the key's daily cap): the
-                  // hold waits for none of their answers (PostTransactionInput.oneFlight), and the
-                  // transaction is one flight.
-                  oneFlight: !awaiting,
-                },
-              );
-            } else await before;
-            const inserted = await inserting;
-            if (awaiting) await requestApproval(trx, principal, invocationId, work.holdMicros, requestId);
-            return inserted;
-          }),
-        )
-      : await insert(db(), false);
+    // Paid work claimed here with no key, quote or approval: its transaction may be grouped with others
+    // that arrive while one is in flight (paidClaims); alone, it runs as any transaction below.
+    const groupable = paid && slot !== undefined && !key && !work.quote && !awaiting;
+    const terms: HoldTerms = {
+      listedPriceMicros: micros(work.listing.price_micros),
+      maxCostMicros: work.maxCostMicros,
+      route: work.operation,
+      ...(work.quote ? { quoteId: work.quote.id } : {}),
+    };
+    const alone = (): Promise<InvocationRow> =>
+      retryTransient(() =>
+        db().transaction(async (trx) => {
+          // One flight with the transaction's BEGIN (shared/db/pipeline.ts), in the order the statements
+          // would go one by one: the custody check (a share lock on its row), the insert, the key's
+          // claim (it references the row; an already-claimed key rolls it back), the quote's use
+          // (after the claim, so a retried request replays instead of meeting its own used quote), and
+          // behind them the hold's lock (PostTransactionInput.before). Asked for in that order, so that
+          // they go out in it: each is a named statement (preparedRaw), taking as many steps to reach
+          // the driver. Each refuses by failing, never by its answer (refuse_unless), which aborts the
+          // ones behind it: the first to fail is the error (inOneFlight).
+          const custody = paid ? assertCustodyOpen(trx) : undefined;
+          const inserting = awaiting ? insertAwaitingInvocation(trx, row) : insert(trx, true);
+          const steps: Promise<unknown>[] = custody ? [custody, inserting] : [inserting];
+          if (key) {
+            const claim = {
+              agent_id: principal.agentId,
+              key,
+              fingerprint: print,
+              invocation_id: invocationId,
+            };
+            steps.push(
+              claimIdempotencyKey(trx, claim, getConfig().idempotencyRetentionHours).catch(
+                refusedAs(KEY_CLAIMED, () => new KeyAlreadyClaimed()),
+              ),
+            );
+          }
+          const { quote } = work;
+          if (quote) {
+            steps.push(
+              useQuoteStrictly(trx, quote.id, invocationId).catch(
+                refusedAs(QUOTE_NOT_USABLE, () => new QuoteRefused(quote.id)),
+              ),
+            );
+          }
+          const before = sentAhead(inOneFlight(...steps));
+          // The key's day of spend is reserved with the hold's write: after the ledger's locks, as in
+          // every paid transaction, and never when the hold is refused (limited implies paid).
+          if (paid) {
+            await holdForInvocation(trx, row, work.holdMicros, terms, {
+              before,
+              withWrite: limited ? () => reserveDailySpend(trx, principal, work.holdMicros) : undefined,
+              // The hold's write is the transaction's last statement, and its COMMIT goes with it
+              // (PostTransactionInput.commitWithWrite), unless an approval is asked for after it.
+              last: !awaiting,
+              // Every statement before and with the hold refuses by failing (the custody check, the
+              // insert's strict guard, the key's claim, the quote's use, the key's daily cap): the
+              // hold waits for none of their answers (PostTransactionInput.oneFlight), and the
+              // transaction is one flight.
+              oneFlight: !awaiting,
+            });
+          } else await before;
+          const inserted = await inserting;
+          if (awaiting) await requestApproval(trx, principal, invocationId, work.holdMicros, requestId);
+          return inserted;
+        }),
+      );
+    if (groupable) {
+      claim = await paidClaims.write({
+        alone: async () => {
+          await alone();
+          return claim!;
+        },
+        row,
+        proved,
+        hold: {
+          invocation: row,
+          holdMicros: work.holdMicros,
+          terms,
+        },
+        reserve: limited ? principal : undefined,
+      });
+      invocation = claim.invocation;
+    } else invocation = transaction ? await alone() : await insert(db(), false);
   } catch (error) {
     slot?.release();
     if (early) await releaseEarlyGate(early);

@@ -384,8 +384,9 @@ describe("paid direct invoke", () => {
     expect(await balances(buyer.agentId, "USDC")).toMatchObject({ available: usdc(0.1), held: 0n });
   });
 
-  it("paid calls that end together are settled in grouped transactions, each charged once with its own evidence", async () => {
-    // Answers after a pause, so that calls sent together end together (run-invocation.ts paidSuccesses).
+  it("paid calls sent together hold, and settle, in grouped transactions: each charged once with its own evidence", async () => {
+    // Answers after a pause, so that calls sent together are in flight together (submission.ts
+    // paidClaims, run-invocation.ts paidSuccesses).
     const slow = await startSeller(async (call, res) => {
       await new Promise((resolve) => setTimeout(resolve, 30));
       json(res, 200, { success: true, output: { got: call.body?.input } });
@@ -399,21 +400,34 @@ describe("paid direct invoke", () => {
         rateLimit: 10_000,
       });
       const buyers = [await funded(5), await funded(5), await funded(5)];
-      // Made by the first capture: a post in one flight declines an account on first use.
-      const first = await api("POST", `/api/invoke/${listing.id}`, {
-        key: buyers[0]!.apiKey,
-        body: { input: {} },
-      });
-      expect(first.status).toBe(200);
+      // One call each first: a post in one flight declines an account on first use (each buyer's held
+      // account, the seller's payable), and a group that meets one is run again alone.
+      for (const buyer of buyers) {
+        const res = await api("POST", `/api/invoke/${listing.id}`, {
+          key: buyer.apiKey,
+          body: { input: {} },
+        });
+        expect(res.status).toBe(200);
+      }
       const sellerBefore = (await balances(sellerAgent.agentId, "USDC")).payable;
-      const counted = async (metric: typeof groupCommitRows) =>
-        (await metric.get()).values.find((v) => v.labels.group === "paid_successes")?.value ?? 0;
-      const before = [await counted(groupCommitStatements), await counted(groupCommitRows)];
-      const calls = [0, 0, 0];
+      const groups = ["paid_claims", "paid_successes"] as const;
+      const counted = async (metric: typeof groupCommitRows, group: string) =>
+        (await metric.get()).values.find((v) => v.labels.group === group)?.value ?? 0;
+      const before = await Promise.all(
+        groups.map(async (g) => [await counted(groupCommitStatements, g), await counted(groupCommitRows, g)]),
+      );
+      const grouped = async () =>
+        Promise.all(
+          groups.map(async (g, i) => ({
+            statements: (await counted(groupCommitStatements, g)) - before[i]![0]!,
+            rows: (await counted(groupCommitRows, g)) - before[i]![1]!,
+          })),
+        );
+      const calls = [1, 1, 1];
       let sent = 0;
-      let statements = 0;
-      // Grouping needs successes that overlap; a loaded machine now and then serves a burst one call at
-      // a time, so up to five bursts of 24 are sent until some were grouped.
+      let counts = await grouped();
+      // Grouping needs writes that overlap; a loaded machine now and then serves a burst one call at a
+      // time, so up to five bursts of 24 are sent until both writes were grouped.
       for (let burst = 0; burst < 5; burst++) {
         const answers = await Promise.all(
           Array.from({ length: 24 }, (_, i) => {
@@ -428,34 +442,39 @@ describe("paid direct invoke", () => {
           expect(res.status).toBe(200);
           expect(res.body.output).toEqual({ got: { n: sent + i } });
           expect(res.body.cost).toMatchObject({ amount_usdc: "0.010000", charged: true });
-          const states = await db()("payment_evidence")
+          const rows = await db()("payment_evidence")
             .where({ invocation_id: res.body.invocation_id })
             .select("state", "source_ref");
-          expect(states.map((r) => r.state).sort()).toEqual([
+          expect(rows.map((r) => r.state).sort()).toEqual([
             "authorization",
             "capture",
             "execution",
             "outcome",
           ]);
-          const capture = await db()("ledger_transactions")
-            .where({ idempotency_key: `ledger:capture:${res.body.invocation_id}` })
-            .first("id");
-          expect(states.find((r) => r.state === "capture")!.source_ref).toBe(capture.id);
-          const receipt = await db()("receipts").where({ invocation_id: res.body.invocation_id });
-          expect(receipt.map((r) => r.id)).toEqual([res.body.receipt_id]);
+          const ledgerId = async (kind: string) =>
+            (
+              await db()("ledger_transactions")
+                .where({ idempotency_key: `ledger:${kind}:${res.body.invocation_id}` })
+                .first("id")
+            ).id;
+          expect(rows.find((r) => r.state === "authorization")!.source_ref).toBe(await ledgerId("hold"));
+          expect(rows.find((r) => r.state === "capture")!.source_ref).toBe(await ledgerId("capture"));
+          const receipts = await db()("receipts").where({ invocation_id: res.body.invocation_id });
+          expect(receipts.map((r) => r.id)).toEqual([res.body.receipt_id]);
         }
         sent += answers.length;
-        // Every success was written by exactly one statement of the group commit, alone or grouped.
-        expect((await counted(groupCommitRows)) - before[1]!).toBe(sent);
-        statements = (await counted(groupCommitStatements)) - before[0]!;
-        if (statements < sent) break;
+        counts = await grouped();
+        // Every write went through its group commit: grouped, alone, or both when a group failed and
+        // its writes went again alone.
+        for (const c of counts) expect(c.rows).toBeGreaterThanOrEqual(sent);
+        if (counts.every((c) => c.statements < sent)) break;
       }
-      expect(statements).toBeLessThan(sent);
+      // Fewer statements than calls, for both writes: some were grouped.
+      for (const c of counts) expect(c.statements).toBeLessThan(sent);
       // Each buyer paid 0.01 a call, once; nothing is left held; the seller got 97 % of every call.
-      const spent = [usdc(0.01), 0n, 0n];
       for (const [i, buyer] of buyers.entries()) {
         expect(await balances(buyer.agentId, "USDC")).toMatchObject({
-          available: usdc(5) - spent[i]! - BigInt(calls[i]!) * usdc(0.01),
+          available: usdc(5) - BigInt(calls[i]!) * usdc(0.01),
           held: 0n,
         });
       }

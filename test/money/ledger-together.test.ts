@@ -9,6 +9,7 @@ import {
   creditDeposit,
   type HoldOutcome,
   holdFunds,
+  holdFundsTogether,
   resolveHoldsTogether,
 } from "../../shared/money/ledger/flows.js";
 import { accountFor, balances } from "../../shared/money/ledger/ledger.js";
@@ -227,5 +228,45 @@ describe("holds resolved together", () => {
     ).rejects.toThrow(/top-level transaction/);
     expect(await money(a)).toEqual([800n, 200n, 0n]);
     expect(await findTransactionByKey(db(), same)).toBeUndefined();
+  });
+});
+
+describe("holds made together", () => {
+  const movement = (buyer: string, amount: bigint): AgentMovement => ({
+    agentId: buyer,
+    currency: "USDC",
+    amountMicros: amount,
+    reference: { type: "test", id: randomUUID() },
+    idempotencyKey: key("hold"),
+  });
+
+  it("holds for each as it would alone, and nothing at all when one is short", async () => {
+    const [a, b] = (await agents(2)) as [string, string];
+    await fund(a, 1_000n);
+    await fund(b, 1_000n);
+    // Each buyer's held account is made by a first hold: a post in one flight declines it.
+    await held(a, 1n);
+    await held(b, 1n);
+    const holds = [movement(a, 300n), movement(a, 200n), movement(b, 400n)];
+    const results = await db().transaction((trx) => holdFundsTogether(holds, trx));
+    for (const [i, hold] of holds.entries())
+      expect((await findTransactionByKey(db(), hold.idempotencyKey))?.id).toBe(results[i]!.transactionId);
+    expect([await money(a), await money(b)]).toEqual([
+      [499n, 501n, 0n],
+      [599n, 401n, 0n],
+    ]);
+    expect(await entriesOf(holds[1]!.idempotencyKey)).toEqual([
+      ["agent_available", -200n, 699n, 499n],
+      ["agent_held", 200n, 301n, 501n],
+    ]);
+
+    // b has 599 left: a group asking 600 of it writes nothing, a's hold in it included.
+    const short = [movement(a, 100n), movement(b, 600n)];
+    await expect(db().transaction((trx) => holdFundsTogether(short, trx))).rejects.toThrow(/below zero/);
+    expect(await findTransactionByKey(db(), short[0]!.idempotencyKey)).toBeUndefined();
+    expect([await money(a), await money(b)]).toEqual([
+      [499n, 501n, 0n],
+      [599n, 401n, 0n],
+    ]);
   });
 });

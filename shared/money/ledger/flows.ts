@@ -136,6 +136,21 @@ function holdPost(m: AgentMovement): PostTransactionInput {
   return movePost("hold", available, named(m.agentId, "agent_held", m.currency), m);
 }
 
+/**
+ * Holds for several paid calls in the caller's transaction, in one flight that ends it, all or nothing
+ * (postTogether): behind `before`, one lock of every account they move, each hold's write with its
+ * withWrite statements, and the COMMIT. A movement's own `before`, commitWithWrite and oneFlight are the
+ * group's here, so it gives none. On any failure (short funds included) nothing is written and the
+ * error is thrown as it is: the caller then holds for each call alone (holdFunds), which answers it.
+ */
+export async function holdFundsTogether(
+  movements: readonly AgentMovement[],
+  trx: Knex.Transaction,
+  before?: Promise<unknown>,
+): Promise<PostResult[]> {
+  return postTogether(movements.map(holdPost), trx, before);
+}
+
 /** A capture's request: the hold it resolves, the seller, and how much of the hold it captures. */
 export type CaptureRequest = Omit<HoldResolution, "evidence"> & {
   sellerAgentId: string | null;
