@@ -436,16 +436,17 @@ async function postInOneFlight(
 }
 
 /**
- * Several posts in one flight of the caller's transaction, which they end (paid successes that arrive
- * together, run-invocation.ts; docs/benchmarks.md "The twenty-ninth round"): behind `before`, one
+ * Several posts in one flight of the caller's transaction, which they end (a paid call's holds or
+ * successes that arrive together: submission.ts paidClaims, run-invocation.ts paidSuccesses;
+ * docs/benchmarks.md "The twenty-ninth round"): behind `before`, one
  * statement that locks every account any of them moves, in id order, so that a group waits on no other
  * post or group in a cycle; then each post's write, which reads the balances as the posts before it
  * left them (writeTransactionInFlight), with its withWrite statements; and the COMMIT. All or nothing:
  * a post the one-flight write declines (a refusal, a replay, an account on first use, a hold not as
  * expected) or any other failure rolls the whole transaction back and is thrown as it is, and the caller
  * then runs each post alone (postTransaction), which answers it. Answers each post, in order (none is a
- * replay: a replay is declined). The lock's text depends on how many accounts the group names, a bounded set (group-commit.ts's
- * maxBatch), so it stays a named statement.
+ * replay: a replay is declined). The lock's text depends on how many accounts the group names, a set
+ * bounded by group-commit.ts's maxBatch, so it stays a named statement.
  */
 export async function postTogether(
   inputs: readonly PostTransactionInput[],
