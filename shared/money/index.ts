@@ -45,7 +45,6 @@ export {
 export { custodyStatus, setCustody } from "./gate/custody.js";
 export type {
   AgentMovement,
-  CaptureRequest,
   CaptureResult,
   CaptureSplit,
   HoldOutcome,
