@@ -6,14 +6,23 @@
 // every row it writes, whichever columns changed: a balance update of a ledger account checked its kind
 // and its currency each time. A domain's constraints are read once per connection (its type cache), and
 // checked only where a value of the domain is written: an insert, or an update that sets that column.
-// Rules over two columns stay CHECKs (a domain sees one value).
+// Rules over two columns stay CHECKs (a domain sees one value). Clients see the base types: PostgreSQL
+// describes a domain's column by its base type.
 //
-// How, without rewriting a table: each column moves to a domain that has no constraint yet (over the same
-// base type, so PostgreSQL keeps the rows and the indexes as they are), and the domain then takes its
-// rule NOT VALID, in the same transaction as the CHECK it replaces is dropped. Every stored value was
-// proved by that CHECK, so validating the domain would read every hot table again while this migration
-// holds their locks, for nothing; the constraints are enforced for every value written from here on.
-// Clients see the base types: PostgreSQL describes a domain's column by its base type.
+// How, without rewriting a table or reading a large one under lock:
+// - Each column moves to a domain that has no constraint yet, over its own base type, so PostgreSQL keeps
+//   the rows and the plain indexes as they are. The domain then takes its rule NOT VALID, in the same
+//   transaction that drops the CHECK it replaces: that CHECK had proved every stored value, so validating
+//   would read every hot table again under this migration's locks, for nothing. The rules bind every
+//   value written from the commit on.
+// - PostgreSQL rebuilds a partial index when a column it names changes type. The open invocations' index
+//   (`invocations_open_idx`, over `status`) would be built from a read of the whole invocations table
+//   under that lock, so it is dropped in the transaction and built again CONCURRENTLY after it, as its own
+//   migration built it; meanwhile the recovery sweep reads the table without it (slower, not wrong). The
+//   two partial unique indexes of `ledger_accounts` (a few rows per agent) are rebuilt in the transaction:
+//   account creation's ON CONFLICT needs them at every moment.
+// - Not in one transaction, so each part can run again: the transaction is skipped once the domains
+//   exist, and the index build drops a build that failed before it starts.
 import type { Knex } from "knex";
 
 interface Domain {
@@ -140,24 +149,54 @@ const MOVED: Moved[] = [
   },
 ];
 
+export const config = { transaction: false };
+
+const OPEN_INDEX = "invocations_open_idx";
+
 export async function up(knex: Knex): Promise<void> {
-  for (const d of DOMAINS) await knex.raw(`create domain ${d.name} as ${d.base}`);
-  for (const m of MOVED) {
-    await knex.raw(
-      `alter table ${m.table} drop constraint ${m.check}, alter column ${m.column} type ${m.domain}`,
-    );
+  const done = await knex.raw("select 1 from pg_type where typname = 'invocation_status'");
+  if (done.rows.length === 0) {
+    await knex.transaction(async (trx) => {
+      await trx.raw(`drop index if exists ${OPEN_INDEX}`);
+      for (const d of DOMAINS) await trx.raw(`create domain ${d.name} as ${d.base}`);
+      for (const m of MOVED) {
+        await trx.raw(
+          `alter table ${m.table} drop constraint ${m.check}, alter column ${m.column} type ${m.domain}`,
+        );
+      }
+      for (const d of DOMAINS) {
+        await trx.raw(`alter domain ${d.name} add constraint ${d.name}_check check (${d.rule}) not valid`);
+      }
+    });
   }
-  for (const d of DOMAINS) {
-    await knex.raw(`alter domain ${d.name} add constraint ${d.name}_check check (${d.rule}) not valid`);
-  }
+  await buildOpenIndex(knex);
 }
 
+/**
+ * The undo, the same way round: the columns back to their base types and their CHECKs back NOT VALID (the
+ * domains had proved every value), the open invocations' index built again after.
+ */
 export async function down(knex: Knex): Promise<void> {
-  for (const m of MOVED) {
-    const base = DOMAINS.find((d) => d.name === m.domain)!.base;
-    await knex.raw(
-      `alter table ${m.table} alter column ${m.column} type ${base}, add constraint ${m.check} check (${m.definition})`,
-    );
+  const done = await knex.raw("select 1 from pg_type where typname = 'invocation_status'");
+  if (done.rows.length > 0) {
+    await knex.transaction(async (trx) => {
+      await trx.raw(`drop index if exists ${OPEN_INDEX}`);
+      for (const m of MOVED) {
+        const base = DOMAINS.find((d) => d.name === m.domain)!.base;
+        await trx.raw(
+          `alter table ${m.table} alter column ${m.column} type ${base}, add constraint ${m.check} check (${m.definition}) not valid`,
+        );
+      }
+      for (const d of DOMAINS) await trx.raw(`drop domain ${d.name}`);
+    });
   }
-  for (const d of DOMAINS) await knex.raw(`drop domain ${d.name}`);
+  await buildOpenIndex(knex);
+}
+
+/** The open invocations' index (migration 20261201000100), built without blocking writes. */
+async function buildOpenIndex(knex: Knex): Promise<void> {
+  await knex.raw(`drop index concurrently if exists ${OPEN_INDEX}`);
+  await knex.raw(
+    `create index concurrently ${OPEN_INDEX} on invocations (id) where status in ('queued', 'running')`,
+  );
 }
