@@ -95,11 +95,11 @@ export async function holdForInvocation(
     oneFlight?: boolean;
   } = {},
 ): Promise<void> {
-  const currency = invocation.currency ?? "USDC";
+  const movement = holdMovement({ invocation, holdMicros, terms, withWrite: sent.withWrite });
   try {
     await holdFunds(
       {
-        ...holdMovement({ invocation, holdMicros, terms, withWrite: sent.withWrite }),
+        ...movement,
         before: sent.before,
         commitWithWrite: sent.last,
         oneFlight: sent.oneFlight,
@@ -108,7 +108,9 @@ export async function holdForInvocation(
     );
   } catch (error) {
     if (error instanceof AppError && error.code === "PAYMENT_REQUIRED")
-      throw currency === "USDC" ? fundingNeeded(error, holdMicros) : sandboxFundingNeeded(error, holdMicros);
+      throw movement.currency === "USDC"
+        ? fundingNeeded(error, holdMicros)
+        : sandboxFundingNeeded(error, holdMicros);
     throw error;
   }
 }
