@@ -349,10 +349,12 @@ export const SETTINGS = {
     "fills <platform> in schema and tool names",
     /^[a-z][a-z0-9_]{1,31}$/,
   ),
-  databaseUrl: url("DATABASE_URL", undefined, "PostgreSQL; unset under npm start → embedded PostgreSQL", [
-    "postgres:",
-    "postgresql:",
-  ]),
+  databaseUrl: url(
+    "DATABASE_URL",
+    undefined,
+    "PostgreSQL (?host=/var/run/postgresql for a server's Unix socket on this machine); unset under npm start → embedded PostgreSQL",
+    ["postgres:", "postgresql:"],
+  ),
   databasePoolMax: int("DATABASE_POOL_MAX", 10, "PostgreSQL connections per process", 1, 500),
   redisUrl: url("REDIS_URL", undefined, "Redis; unset under npm start → a local redis-server child", [
     "redis:",

@@ -33,6 +33,8 @@ const portOf = (url: string | undefined, fallback: number): number => {
 
 const PG_PORT = portOf(process.env.DATABASE_URL, 5432);
 const REDIS_PORT = portOf(process.env.REDIS_URL, 6379);
+/** A Unix socket's path, for the sockets connected to one (PostgreSQL on this machine, over its socket). */
+const socketPaths = new WeakMap<net.Socket, string>();
 const OWN_PORT = Number(process.env.PORT);
 /** The paid execute's seller, another process on loopback (BENCH_PROFILE_PAID=1): its calls are "call". */
 const SELLER_PORT = Number(process.env.BENCH_TIMELINE_SELLER_PORT) || undefined;
@@ -51,12 +53,24 @@ function record(kind: string): void {
  * socket its server accepted).
  */
 function peerOf(socket: net.Socket): string | undefined {
+  const path = socketPaths.get(socket);
+  // pg connects to DATABASE_URL's socket as <dir>/.s.PGSQL.<port>.
+  if (path !== undefined) return path.endsWith(`/.s.PGSQL.${PG_PORT}`) ? "pg" : undefined;
   if (socket.remotePort === PG_PORT) return "pg";
   if (socket.remotePort === REDIS_PORT) return "redis";
   if (socket.remotePort === OWN_PORT || (SELLER_PORT && socket.remotePort === SELLER_PORT)) return "call";
   if (socket.localPort === OWN_PORT) return "answer";
   return undefined;
 }
+
+const connect = net.Socket.prototype.connect;
+net.Socket.prototype.connect = function (this: net.Socket, ...args: unknown[]) {
+  // socket.connect(path) as pg calls it, or net.connect's normalised [options, callback].
+  const first = Array.isArray(args[0]) ? args[0][0] : args[0];
+  const path = typeof first === "string" ? first : (first as { path?: unknown } | null | undefined)?.path;
+  if (typeof path === "string") socketPaths.set(this, path);
+  return (connect as (...a: unknown[]) => net.Socket).apply(this, args);
+} as typeof connect;
 
 const write = net.Socket.prototype.write;
 net.Socket.prototype.write = function (this: net.Socket, ...args: unknown[]) {

@@ -74,7 +74,7 @@ export async function resolveInfra(
   let redis = "local redis-server child (started by the service)";
   if (env.BENCH_DATABASE_URL) {
     out.DATABASE_URL = env.BENCH_DATABASE_URL;
-    postgres = "BENCH_DATABASE_URL";
+    postgres = `BENCH_DATABASE_URL${unixSocketNote(env.BENCH_DATABASE_URL)}`;
   } else if (await ensureLocalDatabase(place.database)) {
     out.DATABASE_URL = `postgres://postgres@127.0.0.1:5432/${place.database}`;
     postgres = `127.0.0.1:5432/${place.database}`;
@@ -95,6 +95,16 @@ export async function resolveInfra(
     redis += `, QUEUE_PREFIX=${place.queuePrefix}`;
   }
   return { env: out, postgres, redis };
+}
+
+/**
+ * ", over its Unix socket in <dir>" for a PostgreSQL URL that names one (?host=/dir), else nothing: the
+ * transport changes what a round trip costs (docs/benchmarks.md "The thirty-first round"), so the
+ * bench's header says which one a run used.
+ */
+export function unixSocketNote(url: string): string {
+  const host = new URL(url).searchParams.get("host");
+  return host?.startsWith("/") ? `, over its Unix socket in ${host}` : "";
 }
 
 /** A PostgreSQL server for benchmarks that talk to the database directly rather than through the service. */
@@ -146,7 +156,9 @@ export async function resolvePostgresServer(
     return undefined;
   }
   return {
-    label: given ? `BENCH_DATABASE_URL (${parsed.host})` : `${LOCAL_PG.host}:${LOCAL_PG.port}`,
+    label: given
+      ? `BENCH_DATABASE_URL (${parsed.host}${unixSocketNote(given)})`
+      : `${LOCAL_PG.host}:${LOCAL_PG.port}`,
     adminUrl,
     url: (database) => withDatabase(base, database),
   };

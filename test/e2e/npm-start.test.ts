@@ -137,6 +137,8 @@ describe("npm start stops cleanly", () => {
     const names = pids.map(commandOf).join("\n");
     expect(names).toMatch(/postgres/);
     expect(names).toMatch(/redis-server/);
+    // The service reaches its PostgreSQL over the server's Unix socket (docs/operations.md "npm start").
+    expect(started.output()).toMatch(/embedded PostgreSQL on 127\.0\.0\.1:\d+ and its socket in /);
     // On this install (embedded PostgreSQL, a fresh database in CI) every discovery document answers,
     // validates and links only to URLs that resolve (docs/discovery.md "The self-check").
     const check = await fetch(`http://127.0.0.1:${port}/api/discovery/check`);

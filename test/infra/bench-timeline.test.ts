@@ -189,6 +189,43 @@ describe("the hook", () => {
     expect(first("answer>")).toBeLessThan(first("call<"));
   });
 
+  it("names PostgreSQL reached over its Unix socket (DATABASE_URL's ?host=) pg, and no other socket", () => {
+    const hook = fileURLToPath(new URL("../../dist/bench/execute/timeline-hook.js", import.meta.url));
+    const dir = mkdtempSync(join(os.tmpdir(), "timeline-test-"));
+    const file = join(dir, "events.json");
+    // A server on the socket path pg would connect to (<dir>/.s.PGSQL.<port>) and one on another path,
+    // both in the hooked process: each answers one write, then the hook is asked for its stamps.
+    const script = `
+      const net = require("node:net");
+      const serve = (path) => new Promise((resolve) => {
+        const server = net.createServer((s) => s.on("data", () => s.write("r")));
+        server.listen(path, () => resolve());
+      });
+      const ask = (path, then) => {
+        const socket = net.connect(path, () => socket.write("q"));
+        socket.once("data", () => { socket.end(); then(); });
+      };
+      const pg = ${JSON.stringify(join(dir, ".s.PGSQL.5433"))};
+      const other = ${JSON.stringify(join(dir, "other.sock"))};
+      Promise.all([serve(pg), serve(other)]).then(() => ask(other, () => ask(pg, () => {
+        process.kill(process.pid, "SIGUSR2");
+        setTimeout(() => process.exit(0), 100);
+      })));`;
+    const run = spawnSync(process.execPath, ["--import", hook, "-e", script], {
+      env: {
+        ...process.env,
+        DATABASE_URL: `postgres://postgres@localhost:5433/db?host=${encodeURIComponent(dir)}`,
+        BENCH_TIMELINE_FILE: file,
+      },
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    expect(run.status, run.stderr).toBe(0);
+    const kinds = (JSON.parse(readFileSync(file, "utf8")) as TimelineEvent[]).map((e) => e[1]);
+    // Only the client's side of the PostgreSQL socket is named: its write, then the answer it read.
+    expect(kinds).toEqual(["pg>", "pg<"]);
+  });
+
   it("names the paid execute's seller, another process, a call", async () => {
     const hook = fileURLToPath(new URL("../../dist/bench/execute/timeline-hook.js", import.meta.url));
     const file = join(mkdtempSync(join(os.tmpdir(), "timeline-test-")), "events.json");
