@@ -73,15 +73,17 @@ export async function startEmbeddedPostgres(dataDir: string, log: (m: string) =>
 
 /**
  * Where the embedded server's Unix socket goes: its data directory, unless the socket's path would pass
- * the 107 bytes a socket address holds (a deep EMBEDDED_DATA_DIR) or the directory holds a space or
- * comma (unix_socket_directories is a list); then none, and clients use TCP.
+ * the 103 bytes a socket address holds on every Unix (107 on Linux, 103 on macOS; a deep
+ * EMBEDDED_DATA_DIR), the directory holds a space or comma (unix_socket_directories is a list), or the
+ * machine runs Windows; then none, and clients use TCP.
  * The service talks to its own PostgreSQL over the socket because a loopback TCP round trip costs both
  * processes the TCP stack's work: over the socket PostgreSQL spent 5–10 % less CPU per paid execute at
  * c=32 (docs/benchmarks.md "The thirty-first round").
  */
 function socketDirFor(databaseDir: string, port: number): string | undefined {
   const path = resolve(databaseDir, `.s.PGSQL.${port}`);
-  return Buffer.byteLength(path) <= 107 && !/[\s,]/.test(databaseDir) ? databaseDir : undefined;
+  const fits = Buffer.byteLength(path) <= 103 && !/[\s,]/.test(databaseDir);
+  return fits && process.platform !== "win32" ? databaseDir : undefined;
 }
 
 /** The server's process id, from the first line of postmaster.pid (PostgreSQL's own lock file). */
