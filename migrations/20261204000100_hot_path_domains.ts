@@ -24,6 +24,7 @@
 // - Not in one transaction, so each part can run again: the transaction is skipped once the domains
 //   exist, and the index build drops a build that failed before it starts.
 import type { Knex } from "knex";
+import * as openInvocationsIndex from "./20261201000100_open_invocations_index.js";
 
 interface Domain {
   name: string;
@@ -61,75 +62,23 @@ const DOMAINS: Domain[] = [
   { name: "micros_not_zero", base: "bigint", rule: "value <> 0" },
 ];
 
-const MOVED: Moved[] = [
-  { table: "invocations", column: "status", domain: "invocation_status", check: "invocations_status_check" },
-  {
-    table: "invocations",
-    column: "currency",
-    domain: "ledger_currency",
-    check: "invocations_currency_check",
-  },
-  {
-    table: "invocations",
-    column: "hold_micros",
-    domain: "micros_not_negative",
-    check: "invocations_hold_micros_check",
-  },
-  {
-    table: "invocation_attempts",
-    column: "status",
-    domain: "attempt_status",
-    check: "invocation_attempts_status_check",
-  },
-  {
-    table: "ledger_accounts",
-    column: "currency",
-    domain: "ledger_currency",
-    check: "ledger_accounts_currency_check",
-  },
-  {
-    table: "ledger_accounts",
-    column: "kind",
-    domain: "ledger_account_kind",
-    check: "ledger_accounts_kind_check",
-  },
-  {
-    table: "ledger_transactions",
-    column: "kind",
-    domain: "ledger_transaction_kind",
-    check: "ledger_transactions_kind_check",
-  },
-  {
-    table: "ledger_entries",
-    column: "amount_micros",
-    domain: "micros_not_zero",
-    check: "ledger_entries_amount_check",
-  },
-  {
-    table: "payment_evidence",
-    column: "state",
-    domain: "evidence_state",
-    check: "payment_evidence_state_check",
-  },
-  {
-    table: "payment_evidence",
-    column: "amount_micros",
-    domain: "micros_not_negative",
-    check: "payment_evidence_amount_check",
-  },
-  {
-    table: "api_key_spend_days",
-    column: "reserved_micros",
-    domain: "micros_not_negative",
-    check: "api_key_spend_days_reserved_check",
-  },
-  {
-    table: "api_key_spend_days",
-    column: "spent_micros",
-    domain: "micros_not_negative",
-    check: "api_key_spend_days_spent_check",
-  },
-];
+// table, column, domain, the CHECK it replaces
+const MOVED: Moved[] = (
+  [
+    ["invocations", "status", "invocation_status", "invocations_status_check"],
+    ["invocations", "currency", "ledger_currency", "invocations_currency_check"],
+    ["invocations", "hold_micros", "micros_not_negative", "invocations_hold_micros_check"],
+    ["invocation_attempts", "status", "attempt_status", "invocation_attempts_status_check"],
+    ["ledger_accounts", "currency", "ledger_currency", "ledger_accounts_currency_check"],
+    ["ledger_accounts", "kind", "ledger_account_kind", "ledger_accounts_kind_check"],
+    ["ledger_transactions", "kind", "ledger_transaction_kind", "ledger_transactions_kind_check"],
+    ["ledger_entries", "amount_micros", "micros_not_zero", "ledger_entries_amount_check"],
+    ["payment_evidence", "state", "evidence_state", "payment_evidence_state_check"],
+    ["payment_evidence", "amount_micros", "micros_not_negative", "payment_evidence_amount_check"],
+    ["api_key_spend_days", "reserved_micros", "micros_not_negative", "api_key_spend_days_reserved_check"],
+    ["api_key_spend_days", "spent_micros", "micros_not_negative", "api_key_spend_days_spent_check"],
+  ] as const
+).map(([table, column, domain, check]) => ({ table, column, domain, check }));
 
 export const config = { transaction: false };
 
@@ -150,7 +99,7 @@ export async function up(knex: Knex): Promise<void> {
       }
     });
   }
-  await buildOpenIndex(knex);
+  await openInvocationsIndex.up(knex);
 }
 
 /**
@@ -172,19 +121,11 @@ export async function down(knex: Knex): Promise<void> {
       for (const d of DOMAINS) await trx.raw(`drop domain ${d.name}`);
     });
   }
-  await buildOpenIndex(knex);
+  await openInvocationsIndex.up(knex);
 }
 
 /** Whether the up's transaction has committed (its domains exist). */
 async function domainsExist(knex: Knex): Promise<boolean> {
   const found = await knex.raw("select 1 from pg_type where typname = 'invocation_status'");
   return found.rows.length > 0;
-}
-
-/** The open invocations' index (migration 20261201000100), built without blocking writes. */
-async function buildOpenIndex(knex: Knex): Promise<void> {
-  await knex.raw(`drop index concurrently if exists ${OPEN_INDEX}`);
-  await knex.raw(
-    `create index concurrently ${OPEN_INDEX} on invocations (id) where status in ('queued', 'running')`,
-  );
 }
