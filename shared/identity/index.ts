@@ -32,9 +32,11 @@ export {
   DailyCapFull,
   dailyCapRefusal,
   reserveDailySpend,
+  reserveDailySpendTogether,
   returnDailySpend,
   SPEND_DAY_STAMP,
   settleDailySpend,
+  settleDailySpendTogether,
   withinPerCallLimit,
 } from "./spend-limits.js";
 export type { AgentRow } from "./store/agents.js";

@@ -5,7 +5,14 @@ import { refusedAs } from "../db/refusals.js";
 import { AppError } from "../errors.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import type { KeyPolicy } from "./key-policy.js";
-import { DAILY_CAP_FULL, readSpendToday, reserveSpend, resolveReservation } from "./store/spend-days.js";
+import {
+  DAILY_CAP_FULL,
+  readSpendToday,
+  reserveSpend,
+  reserveSpendTogether,
+  resolveReservation,
+  resolveReservations,
+} from "./store/spend-days.js";
 
 // A key's spend limits (docs/payments.md "Keys, scopes and spend limits"): a per-call limit and a daily cap per
 // UTC day, both on what a paid call holds. Free work is never limited by price. The daily reservation is
@@ -112,6 +119,25 @@ export async function reserveDailySpend(
 }
 
 /**
+ * reserveDailySpend for a paid group's holds, in one statement (reserveSpendTogether): all or nothing.
+ * A key whose cap has no room for its sum fails the statement, and the caller's transaction rolls back;
+ * its caller then reserves each alone (reserveDailySpend), which tells which one found no room.
+ */
+export async function reserveDailySpendTogether(
+  trx: Knex.Transaction,
+  reservations: readonly { key: { apiKeyId: string; policy: KeyPolicy }; holdMicros: bigint }[],
+): Promise<void> {
+  await reserveSpendTogether(
+    trx,
+    reservations.map((r) => ({
+      apiKeyId: r.key.apiKeyId,
+      amountMicros: r.holdMicros,
+      capMicros: r.key.policy.dailyCapMicros,
+    })),
+  );
+}
+
+/**
  * The 429 WALLET_LIMIT_EXCEEDED for a reservation that found no room (limit, spent, reserved,
  * resets_at), the day read as it stands: once the refused transaction has rolled back.
  */
@@ -123,6 +149,14 @@ export async function dailyCapRefusal(refused: DailyCapFull): Promise<AppError> 
 /** A released hold (failure, denial, expiry) gives its whole reservation back to the day it was made. */
 export async function returnDailySpend(trx: Knex.Transaction, invocationId: string): Promise<void> {
   await resolveReservation(trx, invocationId, 0n);
+}
+
+/** settleDailySpend for a paid group's captures, in one statement (resolveReservations). */
+export async function settleDailySpendTogether(
+  trx: Knex.Transaction,
+  captures: readonly { invocationId: string; capturedMicros: bigint }[],
+): Promise<void> {
+  await resolveReservations(trx, captures);
 }
 
 /** A capture turns the reservation into spend: what was captured counts, the rest of the hold returns. */

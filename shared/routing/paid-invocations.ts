@@ -133,7 +133,8 @@ export interface InvocationHold {
 
 /**
  * Holds for several paid invocations in the transaction that inserts them, in one flight that ends it,
- * all or nothing (holdFundsTogether), behind `before` (their inserts). On any failure, short funds
+ * all or nothing (holdFundsTogether), behind `before` (their inserts), with the group's withWrites after
+ * every hold's write. On any failure, short funds
  * included, nothing is written and the error is thrown as it is: the caller then holds for each
  * invocation alone (holdForInvocation), which answers it.
  */
@@ -141,8 +142,9 @@ export async function holdForInvocationsTogether(
   trx: Knex.Transaction,
   holds: readonly InvocationHold[],
   before: Promise<unknown>,
+  withWrites?: () => Promise<unknown>,
 ): Promise<void> {
-  await holdFundsTogether(holds.map(holdMovement), trx, before);
+  await holdFundsTogether(holds.map(holdMovement), trx, before, withWrites);
 }
 
 /** A paid invocation's hold as a ledger movement, with its authorization evidence: the key that asked and the limit it gave. */
@@ -283,7 +285,8 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
 
 /**
  * Several successes settled in the transaction that records them, in one flight that ends it, all or
- * nothing (resolveHoldsTogether), behind `before` (their success records). Each success's own before,
+ * nothing (resolveHoldsTogether), behind `before` (their success records), with the group's withWrites
+ * after every write. Each success's own before,
  * last and oneFlight are the group's here. On any failure nothing is written and the error is thrown:
  * the caller then settles each success alone (settleSuccess).
  */
@@ -291,8 +294,9 @@ export async function settleSuccessesTogether(
   trx: Knex.Transaction,
   successes: readonly PaidSuccess[],
   before: Promise<unknown>,
+  withWrites?: () => Promise<unknown>,
 ): Promise<void> {
-  await resolveHoldsTogether(successes.map(successOutcome), trx, before);
+  await resolveHoldsTogether(successes.map(successOutcome), trx, before, withWrites);
 }
 
 /** A success's capture, or its release when the serving listing was free, with their evidence. */

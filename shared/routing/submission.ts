@@ -18,6 +18,7 @@ import {
   isScopeExclusion,
   type Principal,
   reserveDailySpend,
+  reserveDailySpendTogether,
   SPEND_DAY_STAMP,
   scopeBlocked,
   scopeExclusion,
@@ -64,6 +65,7 @@ import { insertAwaitingInvocation } from "./store/approvals.js";
 import { claimIdempotencyKey, findIdempotencyClaim, KEY_CLAIMED } from "./store/idempotency.js";
 import {
   callTargetOf,
+  claimsShareColumns,
   findInvocation,
   findInvocationSummary,
   type InvocationRow,
@@ -451,9 +453,9 @@ const paidClaims = new GroupCommit<PaidClaim, RunClaim>(
 );
 
 /**
- * Paid runs' claims in one transaction and one flight: the custody check (once), each run's strict
- * insert, then their holds (one lock of every account they move, each hold's write with its key's daily
- * reservation) and the COMMIT. All or nothing, and not retried as a group: on any failure (a moved
+ * Paid runs' claims in one transaction and one flight: the custody check (once), the runs' strict
+ * inserts, then their holds (one lock of every account they move, each hold's write), the keys' daily
+ * reservations in one statement, and the COMMIT. All or nothing, and not retried as a group: on any failure (a moved
  * catalog, short funds, a full daily cap, custody frozen, a hold the one-flight write declines) nothing
  * is written, and the group commit runs each claim's own transaction, which answers it.
  */
@@ -462,22 +464,35 @@ async function claimPaidTogether(claims: readonly PaidClaim[]): Promise<RunClaim
     throw new Error("claimPaidTogether: an invocation appears twice");
   return db().transaction(async (trx) => {
     const custody = assertCustodyOpen(trx);
-    const inserts = claims.map((c) =>
-      insertClaimedInvocation(trx, c.row, RUN_TIMING, c.proved, { strict: true }),
+    const before = sentAhead(inOneFlight(custody, insertPaidClaims(trx, claims)));
+    // The keys' days of spend: one statement for the group (docs/benchmarks.md "The thirty-second round").
+    const reservations = claims.flatMap((c) =>
+      c.reserve ? [{ key: c.reserve, holdMicros: c.hold.holdMicros }] : [],
     );
-    const before = sentAhead(inOneFlight(custody, ...inserts));
     await holdForInvocationsTogether(
       trx,
-      claims.map((c) => ({
-        ...c.hold,
-        withWrite: c.reserve && (() => reserveDailySpend(trx, c.reserve!, c.hold.holdMicros)),
-      })),
+      claims.map((c) => c.hold),
       before,
+      reservations.length > 0 ? () => reserveDailySpendTogether(trx, reservations) : undefined,
     );
-    const [, ...inserted] = await before;
+    const [, inserted] = await before;
     // A strict insert that did not fail claimed its run.
     return inserted.map((claim) => claim!);
   });
+}
+
+/**
+ * A paid group's strict inserts: one statement for them all when every claim is on a proved copy and
+ * they write the same columns (insertClaimedInvocations; docs/benchmarks.md "The thirty-second round"),
+ * else one each. Either way a moved catalog fails the transaction.
+ */
+function insertPaidClaims(trx: Db, claims: readonly PaidClaim[]): Promise<(RunClaim | undefined)[]> {
+  const proved = claims.flatMap((c) => (c.proved ? [{ row: c.row, proved: c.proved }] : []));
+  if (proved.length === claims.length && claimsShareColumns(claims.map((c) => c.row)))
+    return insertClaimedInvocations(trx, proved, RUN_TIMING, { strict: true });
+  return inOneFlight(
+    ...claims.map((c) => insertClaimedInvocation(trx, c.row, RUN_TIMING, c.proved, { strict: true })),
+  );
 }
 
 /**

@@ -1,10 +1,15 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ListingRow } from "../../shared/catalog/index.js";
+import { CATALOG_MOVED } from "../../shared/catalog/index.js";
 import { db } from "../../shared/db/knex.js";
+import { UTC_TODAY } from "../../shared/db/prepared.js";
+import { refusalOf } from "../../shared/db/refusals.js";
 import { groupCommitRows, groupCommitStatements } from "../../shared/observability/metrics.js";
 import {
   callTargetOf,
+  claimsShareColumns,
+  ENDED_ELSEWHERE,
   insertClaimedInvocation,
   insertClaimedInvocations,
   type NewInvocation,
@@ -134,6 +139,85 @@ describe("the grouped claim", () => {
     ).rejects.toThrow();
     expect(await db()("invocations").whereIn("id", [good.id, bad.id])).toEqual([]);
   });
+
+  it("strict, fails the statement when one row's catalog moved, and writes nothing of the group", async () => {
+    const listing = await buildListing({ endpointUrl: seller.url });
+    const candidates = [callTargetOf(listing)];
+    const current = await generation();
+    const stale = (BigInt(current) - 1n).toString();
+    const rows = [1, 2, 3].map((n) => newRow(listing, { n }));
+    const claims = rows.map((row, i) => ({
+      row,
+      proved: { generation: i === 1 ? stale : current, candidates },
+    }));
+    const refused = await insertClaimedInvocations(db(), claims, TIMING, { strict: true }).catch((e) => e);
+    expect(refusalOf(refused)).toBe(CATALOG_MOVED);
+    expect(
+      await db()("invocations").whereIn(
+        "id",
+        rows.map((r) => r.id),
+      ),
+    ).toEqual([]);
+    expect(
+      await db()("invocation_attempts").whereIn(
+        "invocation_id",
+        rows.map((r) => r.id),
+      ),
+    ).toEqual([]);
+
+    // On one generation, strict writes and answers every row as the plain statement does.
+    const fresh = rows.map((row, i) => ({
+      row: { ...row, id: randomUUID() },
+      proved: { generation: current, candidates },
+      n: i,
+    }));
+    const answers = await insertClaimedInvocations(db(), fresh, TIMING, { strict: true });
+    expect(answers.map((a) => a?.invocation.id)).toEqual(fresh.map((c) => c.row.id));
+    expect(answers.map((a) => a?.invocation.input)).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    for (const [i, answer] of answers.entries()) {
+      const got = await written(fresh[i]!.row.id);
+      expect(got.attempts.map((a) => [a.id, a.status])).toEqual([[answer!.firstAttempt!.id, "running"]]);
+    }
+  });
+
+  it("stamps each row's spend day as the single claim does, and groups only rows of one column set", async () => {
+    const listing = await buildListing({ endpointUrl: seller.url });
+    const candidates = [callTargetOf(listing)];
+    const current = await generation();
+    const stamp = (row: NewInvocation): NewInvocation => ({ ...row, spend_day: UTC_TODAY });
+    const stamped = [1, 2].map((n) => stamp(newRow(listing, { n })));
+    const plain = newRow(listing, { n: 3 });
+    expect(claimsShareColumns(stamped)).toBe(true);
+    expect(claimsShareColumns([...stamped, plain])).toBe(false);
+    await expect(
+      insertClaimedInvocations(
+        db(),
+        [...stamped, plain].map((row) => ({ row, proved: { generation: current, candidates } })),
+        TIMING,
+      ),
+    ).rejects.toThrow(/column sets differ/);
+
+    await insertClaimedInvocations(
+      db(),
+      stamped.map((row) => ({ row, proved: { generation: current, candidates } })),
+      TIMING,
+      { strict: true },
+    );
+    const single = stamp(newRow(listing, { n: 4 }));
+    await insertClaimedInvocation(
+      db(),
+      single,
+      TIMING,
+      { generation: current, candidates },
+      { strict: true },
+    );
+    const days = await db().raw(
+      "select id, spend_day::text as day, (now() at time zone 'UTC')::date::text as today from invocations where id = any(?)",
+      [[...stamped, single].map((r) => r.id)],
+    );
+    expect(days.rows).toHaveLength(3);
+    for (const row of days.rows) expect(row.day).toBe(row.today);
+  });
 });
 
 describe("the grouped success", () => {
@@ -207,6 +291,38 @@ describe("the grouped success", () => {
     ]);
     // Only the record that asked proves the listing.
     expect((await db()("listings").where({ id: listing.id }).first()).last_success_at).not.toBeNull();
+  });
+
+  it("strict, fails the statement when one invocation had already ended, and writes nothing of the group", async () => {
+    const listing = await buildListing({ endpointUrl: seller.url });
+    const [a, ended] = [await claimed(listing, 1), await claimed(listing, 2)];
+    await db()("invocations").where({ id: ended.invocation.id }).update({ status: "failed" });
+    const refused = await recordSuccesses(db(), [record(a, { n: 1 }, true), record(ended, { n: 2 })], {
+      strict: true,
+    }).catch((e) => e);
+    expect(refusalOf(refused)).toBe(ENDED_ELSEWHERE);
+    const untouched = await written(a.invocation.id);
+    expect([untouched.invocation.status, untouched.attempts[0]!.status, untouched.receipts]).toEqual([
+      "running",
+      "running",
+      [],
+    ]);
+    expect((await db()("listings").where({ id: listing.id }).first()).last_success_at).toBeNull();
+
+    // Every record writable: each is written, with the receipt id its caller named.
+    const b = await claimed(listing, 3);
+    const receiptIds = [randomUUID(), randomUUID()];
+    const summaries = await recordSuccesses(
+      db(),
+      [a, b].map((claim, i) => ({ ...record(claim, { n: i }), receiptId: receiptIds[i] })),
+      { strict: true },
+    );
+    expect(summaries.map((s) => [s?.id, s?.receipt_id])).toEqual([
+      [a.invocation.id, receiptIds[0]],
+      [b.invocation.id, receiptIds[1]],
+    ]);
+    const receipts = await db()("receipts").whereIn("id", receiptIds).orderBy("id");
+    expect(receipts.map((r) => r.invocation_id).sort()).toEqual([a.invocation.id, b.invocation.id].sort());
   });
 
   it("refuses two records of one invocation, writing nothing", async () => {

@@ -49,6 +49,49 @@ export async function reserveSpend(
   return result.rows[0].day as string;
 }
 
+/**
+ * reserveSpend for several reservations in one statement (a paid group's holds: submission.ts
+ * claimPaidTogether; docs/benchmarks.md "The thirty-second round"): each key's row for today takes the
+ * sum of its reservations at once, under the strictest cap they carry, so a key's row is written once a
+ * group, not once a reservation. All or nothing: when any key's cap has no room for its sum, the
+ * statement fails (DAILY_CAP_FULL) and writes nothing; the caller then reserves each alone.
+ */
+export async function reserveSpendTogether(
+  q: Db,
+  rs: readonly { apiKeyId: string; amountMicros: bigint; capMicros: bigint | null }[],
+): Promise<void> {
+  const body = JSON.stringify(
+    rs.map((r) => ({
+      api_key_id: r.apiKeyId,
+      amount: r.amountMicros.toString(),
+      cap: r.capMicros?.toString() ?? null,
+    })),
+  );
+  // A key's first row for the day is inserted only within its cap too: reserveSpend's caller checks one
+  // amount against the cap, but a sum was never checked.
+  await preparedRaw(
+    q,
+    `with k as (
+       select api_key_id, sum(amount)::bigint as amount, min(cap) as cap
+         from jsonb_to_recordset(?::jsonb) as r(api_key_id uuid, amount bigint, cap bigint)
+        group by api_key_id
+     ), d as (
+       insert into api_key_spend_days as s (api_key_id, day, reserved_micros)
+       select api_key_id, ${UTC_TODAY_SQL}, amount from k where cap is null or amount <= cap
+       on conflict (api_key_id, day) do update
+          set reserved_micros = s.reserved_micros + excluded.reserved_micros, updated_at = now()
+        where not exists (
+          select 1 from k
+           where k.api_key_id = excluded.api_key_id
+             and s.reserved_micros + s.spent_micros + excluded.reserved_micros > k.cap
+        )
+       returning s.api_key_id
+     )
+     select 1 as ok where ${refuseUnless("(select count(*) from d) = (select count(*) from k)", DAILY_CAP_FULL)}`,
+    [body],
+  );
+}
+
 /** Why reserveSpend failed (its refuse_unless reason): the key's daily cap has no room for the amount. */
 export const DAILY_CAP_FULL = "identity: the daily cap of the key has no room for this amount";
 
@@ -63,6 +106,37 @@ export async function readSpendToday(q: Db, apiKeyId: string): Promise<SpendDayR
     [apiKeyId, apiKeyId],
   );
   return result.rows[0] as SpendDayRow;
+}
+
+/**
+ * resolveReservation for several invocations in one statement (a paid group's captures: run-invocation.ts
+ * recordPaidSuccesses): each key's day row is written once, by the sums of its invocations. The ids come
+ * twice, in the document and as an array, so that the kept plan looks the invocations up by id whatever
+ * the table's size when it was planned (invocations.ts SUCCESSES_SQL says why).
+ */
+export async function resolveReservations(
+  q: Db,
+  rs: readonly { invocationId: string; capturedMicros: bigint }[],
+): Promise<void> {
+  const body = JSON.stringify(
+    rs.map((r) => ({ invocation_id: r.invocationId, captured: r.capturedMicros.toString() })),
+  );
+  await preparedRaw(
+    q,
+    `update api_key_spend_days s
+        set reserved_micros = s.reserved_micros - d.held,
+            spent_micros = s.spent_micros + d.captured,
+            updated_at = now()
+       from (
+         select i.api_key_id, i.spend_day, sum(i.hold_micros)::bigint as held, sum(r.captured)::bigint as captured
+           from jsonb_to_recordset(?::jsonb) as r(invocation_id uuid, captured bigint)
+           join invocations i on i.id = r.invocation_id
+          where i.id = any(?::uuid[]) and i.spend_day is not null
+          group by i.api_key_id, i.spend_day
+       ) d
+      where s.api_key_id = d.api_key_id and s.day = d.spend_day`,
+    [body, rs.map((r) => r.invocationId)],
+  );
 }
 
 /**

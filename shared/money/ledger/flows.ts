@@ -139,7 +139,7 @@ function holdPost(m: AgentMovement): PostTransactionInput {
 /**
  * Holds for several paid calls in the caller's transaction, in one flight that ends it, all or nothing
  * (postTogether): behind `before`, one lock of every account they move, each hold's write with its
- * withWrite statements, and the COMMIT. A movement's own `before`, commitWithWrite and oneFlight are the
+ * withWrite statements, the group's withWrites, and the COMMIT. A movement's own `before`, commitWithWrite and oneFlight are the
  * group's here, so it gives none. On any failure (short funds included) nothing is written and the
  * error is thrown as it is: the caller then holds for each call alone (holdFunds), which answers it.
  */
@@ -147,8 +147,9 @@ export async function holdFundsTogether(
   movements: readonly AgentMovement[],
   trx: Knex.Transaction,
   before?: Promise<unknown>,
+  withWrites?: () => Promise<unknown>,
 ): Promise<PostResult[]> {
-  return postTogether(movements.map(holdPost), trx, before);
+  return postTogether(movements.map(holdPost), trx, before, withWrites);
 }
 
 /** A capture's request: the hold it resolves, the seller, and how much of the hold it captures. */
@@ -255,7 +256,7 @@ export type HoldOutcome = { capture: CaptureRequest } | { release: HoldResolutio
 /**
  * Captures or releases several holds in the caller's transaction, in one flight that ends it, all or
  * nothing (postTogether): behind `before`, one lock of every account they move, each one's write with
- * its withWrite statements, and the COMMIT. A request's own `before`, commitWithWrite and oneFlight
+ * its withWrite statements, the group's withWrites, and the COMMIT. A request's own `before`, commitWithWrite and oneFlight
  * are the group's here, so it gives none. On any failure nothing is written and the error is thrown:
  * the caller then resolves each hold alone (captureHold, releaseHold), which answers it.
  */
@@ -263,11 +264,12 @@ export async function resolveHoldsTogether(
   outcomes: readonly HoldOutcome[],
   trx: Knex.Transaction,
   before?: Promise<unknown>,
+  withWrites?: () => Promise<unknown>,
 ): Promise<PostResult[]> {
   const inputs = outcomes.map((o) =>
     "capture" in o ? capturePost(o.capture).input : releasePost(o.release),
   );
-  return postTogether(inputs, trx, before);
+  return postTogether(inputs, trx, before, withWrites);
 }
 
 /** Credits a confirmed deposit to an agent (chain clearing → available). */

@@ -441,7 +441,8 @@ async function postInOneFlight(
  * docs/benchmarks.md "The twenty-ninth round"): behind `before`, one
  * statement that locks every account any of them moves, in id order, so that a group waits on no other
  * post or group in a cycle; then each post's write, which reads the balances as the posts before it
- * left them (writeTransactionInFlight), with its withWrite statements; and the COMMIT. All or nothing:
+ * left them (writeTransactionInFlight), with its withWrite statements; the group's own (withWrites: what
+ * would otherwise be each post's withWrite, written once for all); and the COMMIT. All or nothing:
  * a post the one-flight write declines (a refusal, a replay, an account on first use, a hold not as
  * expected) or any other failure rolls the whole transaction back and is thrown as it is, and the caller
  * then runs each post alone (postTransaction), which answers it. Answers each post, in order (none is a
@@ -452,6 +453,7 @@ export async function postTogether(
   inputs: readonly PostTransactionInput[],
   trx: Knex.Transaction,
   before?: Promise<unknown>,
+  withWrites?: () => Promise<unknown>,
 ): Promise<PostResult[]> {
   for (const input of inputs) {
     checkLegs(input);
@@ -474,6 +476,7 @@ export async function postTogether(
     statements.push(writeInFlight(trx, input));
     if (input.withWrite) statements.push(input.withWrite());
   }
+  if (withWrites) statements.push(withWrites());
   const answers = await inOneFlight(...statements);
   return writes.map((at) => ({ transactionId: answers[at] as string, replayed: false }));
 }

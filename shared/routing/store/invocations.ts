@@ -1,7 +1,19 @@
 import type { Knex } from "knex";
-import { CATALOG_GENERATION_SQL, catalogUnmoved, type ListingRow } from "../../catalog/index.js";
+import {
+  CATALOG_GENERATION_SQL,
+  CATALOG_MOVED,
+  catalogUnmoved,
+  type ListingRow,
+} from "../../catalog/index.js";
 import type { Db } from "../../db/knex.js";
-import { type InsertGuard, insertReturningAll, NOW, preparedRaw, type UTC_TODAY } from "../../db/prepared.js";
+import {
+  type InsertGuard,
+  insertReturningAll,
+  NOW,
+  preparedRaw,
+  UTC_TODAY,
+  UTC_TODAY_SQL,
+} from "../../db/prepared.js";
 import { refuseUnless } from "../../db/refusals.js";
 
 /** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
@@ -289,14 +301,35 @@ function claimColumns(row: NewInvocation): Record<string, unknown> {
   return columns;
 }
 
-/** insertClaimedInvocations' text per column set (columns as insertReturningAll orders them). */
+/** Whether rows can be claimed in one statement (insertClaimedInvocations): they write the same columns. */
+export function claimsShareColumns(rows: readonly NewInvocation[]): boolean {
+  const shape = (row: NewInvocation) => Object.keys(claimColumns(row)).join(",");
+  const first = rows[0] && shape(rows[0]);
+  return rows.every((row) => shape(row) === first);
+}
+
+/**
+ * A grouped statement's last select, strict or not: strict, the statement fails with `reason` unless
+ * `allWritten` holds (refuse_unless), instead of answering fewer rows. The one row it always has (`one`)
+ * makes sure the condition is evaluated even when nothing was written.
+ */
+function strictly(select: string, allWritten: string, reason: string | undefined): string {
+  if (!reason) return select;
+  return `select s.* from (select 1) as one left join (${select}) as s on true
+      where ${refuseUnless(allWritten, reason)}`;
+}
+
+/** insertClaimedInvocations' text per column set (columns as insertReturningAll orders them) and strictness. */
 const claimsTexts = new Map<string, string>();
 
-function claimsText(columns: readonly string[]): string {
-  const key = columns.join(",");
+function claimsText(columns: readonly string[], today: ReadonlySet<string>, strict: boolean): string {
+  const key = `${columns.join(",")}/${[...today].join(",")}/${strict}`;
   let text = claimsTexts.get(key);
   if (!text) {
     const quoted = columns.map((c) => `"${c}"`);
+    // A column stamped with the day (UTC_TODAY: a paid row's spend_day) is written as the single insert
+    // writes it, by the statement's clock; JSON has no such value to carry.
+    const value = (c: string) => (today.has(c) ? UTC_TODAY_SQL : `v."${c}"`);
     // The rows arrive as one JSON array, typed by the table's own row type (no list of types to keep in
     // step with migrations); each also carries its generation and attempt 1's deadline, which the row
     // type does not have and the second reading of the array takes.
@@ -308,7 +341,7 @@ function claimsText(columns: readonly string[]): string {
            on x.id = r.id
      ), inv as (
        insert into invocations (${quoted.join(", ")}, "started_at", "status")
-       select ${quoted.map((c) => `v.${c}`).join(", ")}, now(), 'running' from v
+       select ${columns.map(value).join(", ")}, now(), 'running' from v
         where v.kept_generation = (${CATALOG_GENERATION_SQL})
        returning *
      ), first as (
@@ -317,7 +350,11 @@ function claimsText(columns: readonly string[]): string {
          from inv join v on v.id = inv.id
        returning id, invocation_id
      )
-     select inv.*, first.id as first_attempt_id from inv join first on first.invocation_id = inv.id`;
+     ${strictly(
+       "select inv.*, first.id as first_attempt_id from inv join first on first.invocation_id = inv.id",
+       "(select count(*) from inv) = (select jsonb_array_length(rows) from doc)",
+       strict ? CATALOG_MOVED : undefined,
+     )}`;
     claimsTexts.set(key, text);
   }
   return text;
@@ -326,26 +363,29 @@ function claimsText(columns: readonly string[]): string {
 /**
  * insertClaimedInvocation on proved copies, for several runs in one statement (group commit: see
  * shared/db/group-commit.ts): each row is written, with attempt 1, only if the catalog is still at its
- * own generation. Answers per claim, in order; undefined where the guard failed.
- * The rows must share a column set (createInvocation's), else this throws and nothing is written.
+ * own generation. Answers per claim, in order; undefined where the guard failed. Strict, a guard that
+ * fails fails the statement instead (CATALOG_MOVED), writing nothing: for claims sent in one flight with
+ * the holds that follow them (submission.ts claimPaidTogether).
+ * The rows must share a column set (claimsShareColumns), else this throws and nothing is written.
  */
 export async function insertClaimedInvocations(
   q: Db,
   claims: readonly ProvedClaim[],
   timing: { maxCallMs: number; marginMs: number },
+  options: { strict?: boolean } = {},
 ): Promise<(RunClaim | undefined)[]> {
-  const values = claims.map((c) => claimColumns(c.row));
-  const shape = Object.keys(values[0]!).join(",");
-  if (values.some((v) => Object.keys(v).join(",") !== shape))
+  if (!claimsShareColumns(claims.map((c) => c.row)))
     throw new Error("insertClaimedInvocations: the rows' column sets differ");
+  const values = claims.map((c) => claimColumns(c.row));
   const columns = Object.keys(values[0]!).sort();
+  const today = new Set(columns.filter((c) => values[0]![c] === UTC_TODAY));
   const rows = values.map((v, i) => ({
     ...v,
     kept_generation: claims[i]!.proved.generation,
     first_deadline_ms: firstDeadlineMs(claims[i]!.proved, timing),
   }));
   const body = JSON.stringify(rows);
-  const result = await preparedRaw(q, claimsText(columns), [body]);
+  const result = await preparedRaw(q, claimsText(columns, today, options.strict === true), [body]);
   const byId = new Map<string, Record<string, unknown>>();
   for (const r of result.rows) byId.set(r.id, r);
   return claims.map((c) => {
@@ -608,7 +648,7 @@ export interface SuccessRecord {
   proveListing: boolean;
   /**
    * The receipt's id, when the caller must name it before the statement answers (a paid call's capture
-   * is sent with its record, run-invocation.ts); else the database makes one. recordSuccess only.
+   * is sent with its record, run-invocation.ts); else the database makes one.
    */
   receiptId?: string;
 }
@@ -704,7 +744,8 @@ export async function recordSuccess(
 
 /**
  * recordSuccesses' text: recordSuccess for several records, each proving its listing when asked
- * (exported for the plan test). The records' attempt and invocation ids come twice, in the document and
+ * (SUCCESSES_SQL exported for the plan test); strict, the statement fails (ENDED_ELSEWHERE) unless every
+ * record was written. The records' attempt and invocation ids come twice, in the document and
  * as arrays: a pooled connection plans this named statement once and keeps that plan, and PostgreSQL
  * costs the document at 100 rows whatever it holds. Joined on the document alone, a plan made while
  * the tables were small read `invocation_attempts` whole for every group, ever after (docs/benchmarks.md
@@ -712,10 +753,11 @@ export async function recordSuccess(
  * about 2,000 rows (test/routing/grouped-success-plan.test.ts); below that a scan is cheap, and
  * autovacuum analyses the table again as it grows.
  */
-export const SUCCESSES_SQL = `with v as (
+function successesSql(strict: boolean): string {
+  return `with v as (
        select * from jsonb_to_recordset(?::jsonb) as v(
          attempt_id uuid, invocation_id uuid, listing_id uuid, amount_micros bigint, output jsonb,
-         http_status int, latency_ms int, evidence jsonb, prove boolean)
+         http_status int, latency_ms int, evidence jsonb, prove boolean, receipt_id uuid)
      ), att as (
        update invocation_attempts a
           set status = 'succeeded', http_status = v.http_status, latency_ms = v.latency_ms, finished_at = now()
@@ -731,8 +773,8 @@ export const SUCCESSES_SQL = `with v as (
           and v.attempt_id in (select id from att)
        returning i.*
      ), rec as (
-       insert into receipts (invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
-       select inv.id, inv.agent_id, v.listing_id, v.amount_micros, inv.currency, v.evidence
+       insert into receipts (id, invocation_id, agent_id, listing_id, amount_micros, currency, provider_evidence)
+       select coalesce(v.receipt_id, time_ordered_uuid()), inv.id, inv.agent_id, v.listing_id, v.amount_micros, inv.currency, v.evidence
          from inv join v on v.invocation_id = inv.id
        returning id, invocation_id, amount_micros
      ), proof as (
@@ -740,21 +782,31 @@ export const SUCCESSES_SQL = `with v as (
         where id in (select v.listing_id from v join inv on inv.id = v.invocation_id where v.prove)
           and (last_success_at is null or last_success_at < now() - interval '1 minute')
      )
-     select inv.*, rec.id as receipt_id, rec.amount_micros as receipt_amount_micros,
+     ${strictly(
+       `select inv.*, rec.id as receipt_id, rec.amount_micros as receipt_amount_micros,
             l.name as listing_name, l.slug as listing_slug,
             (select count(*)::int from invocation_attempts a where a.invocation_id = inv.id) as attempt_count,
             v.latency_ms as served_latency_ms
        from inv join rec on rec.invocation_id = inv.id join v on v.invocation_id = inv.id
-       left join listings l on l.id = inv.served_listing_id`;
+       left join listings l on l.id = inv.served_listing_id`,
+       "(select count(*) from rec) = (select count(*) from v)",
+       strict ? ENDED_ELSEWHERE : undefined,
+     )}`;
+}
+export const SUCCESSES_SQL = successesSql(false);
+const STRICT_SUCCESSES_SQL = successesSql(true);
 
 /**
  * recordSuccess for several records in one statement (group commit: see shared/db/group-commit.ts), each
  * with recordSuccess's conditions. Answers per record, in order; undefined where another run had already
- * ended the invocation. The records must be of distinct invocations.
+ * ended the invocation; strict, that fails the statement instead, writing nothing (for records sent in one
+ * flight with the captures that follow them: run-invocation.ts recordPaidSuccesses). The records must be
+ * of distinct invocations.
  */
 export async function recordSuccesses(
   q: Db,
   records: readonly SuccessRecord[],
+  options: { strict?: boolean } = {},
 ): Promise<(InvocationSummary | undefined)[]> {
   if (new Set(records.map((s) => s.invocationId)).size !== records.length)
     throw new Error("recordSuccesses: an invocation appears twice");
@@ -770,9 +822,10 @@ export async function recordSuccesses(
       latency_ms: s.latencyMs,
       evidence: s.evidence,
       prove: s.proveListing,
+      receipt_id: s.receiptId ?? null,
     })),
   );
-  const result = await preparedRaw(q, SUCCESSES_SQL, [
+  const result = await preparedRaw(q, options.strict ? STRICT_SUCCESSES_SQL : SUCCESSES_SQL, [
     body,
     records.map((s) => s.attemptId),
     records.map((s) => s.invocationId),
