@@ -1,6 +1,7 @@
 import type { Knex } from "knex";
 import { describe, expect, it } from "vitest";
 import { numberedText } from "../../shared/db/prepared.js";
+import { RESOLVE_RESERVATIONS_SQL } from "../../shared/identity/store/spend-days.js";
 import { SUCCESSES_SQL } from "../../shared/routing/store/invocations.js";
 import { inRolledBackTransaction, type PlanNode, planNodes } from "../helpers/plans.js";
 
@@ -60,6 +61,39 @@ describe("the grouped success's kept plan", () => {
           expect(reads, table).not.toContain("Seq Scan");
         }
       await trx.raw("deallocate grouped_success");
+    });
+  });
+
+  it("settles a group's days of spend by looking its invocations and their days up, after the tables grew", async () => {
+    await inRolledBackTransaction(async (trx) => {
+      for (const table of ["invocation_attempts", "invocations", "api_key_spend_days"])
+        await trx.raw(`create temporary table ${table} (like public.${table} including all) on commit drop`);
+      const addDays = (count: number) =>
+        trx.raw(
+          `insert into api_key_spend_days (api_key_id, day, reserved_micros)
+           select gen_random_uuid(), current_date - (n % 30), 1 from generate_series(1, ?) n`,
+          [count],
+        );
+      await addSucceeded(trx, 3000);
+      await addDays(3000);
+      for (const table of ["invocations", "api_key_spend_days"]) await trx.raw(`analyze ${table}`);
+      await trx.raw(
+        `prepare grouped_settle(jsonb, uuid[]) as ${numberedText(RESOLVE_RESERVATIONS_SQL).text}`,
+      );
+      await trx.raw("set local plan_cache_mode = force_generic_plan");
+      const plan = () => planNodes(trx, "execute grouped_settle('[]'::jsonb, '{}'::uuid[])");
+      const small = await plan();
+      await addSucceeded(trx, 100_000);
+      await addDays(100_000);
+      const grown = await plan();
+
+      for (const kept of [small, grown])
+        for (const table of ["invocations", "api_key_spend_days"]) {
+          const reads = readsOf(kept, table);
+          expect(reads.length, `${table}: ${JSON.stringify(reads)}`).toBeGreaterThan(0);
+          expect(reads, table).not.toContain("Seq Scan");
+        }
+      await trx.raw("deallocate grouped_settle");
     });
   });
 });

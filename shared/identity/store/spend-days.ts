@@ -109,21 +109,11 @@ export async function readSpendToday(q: Db, apiKeyId: string): Promise<SpendDayR
 }
 
 /**
- * resolveReservation for several invocations in one statement (a paid group's captures: run-invocation.ts
- * recordPaidSuccesses): each key's day row is written once, by the sums of its invocations. The ids come
- * twice, in the document and as an array, so that the kept plan looks the invocations up by id whatever
- * the table's size when it was planned (invocations.ts SUCCESSES_SQL says why).
+ * resolveReservations' text (exported for the plan test). The ids come twice, in the document and as an
+ * array, so that the kept plan looks the invocations up by id whatever the table's size when it was
+ * planned (invocations.ts SUCCESSES_SQL says why).
  */
-export async function resolveReservations(
-  q: Db,
-  rs: readonly { invocationId: string; capturedMicros: bigint }[],
-): Promise<void> {
-  const body = JSON.stringify(
-    rs.map((r) => ({ invocation_id: r.invocationId, captured: r.capturedMicros.toString() })),
-  );
-  await preparedRaw(
-    q,
-    `update api_key_spend_days s
+export const RESOLVE_RESERVATIONS_SQL = `update api_key_spend_days s
         set reserved_micros = s.reserved_micros - d.held,
             spent_micros = s.spent_micros + d.captured,
             updated_at = now()
@@ -134,9 +124,20 @@ export async function resolveReservations(
           where i.id = any(?::uuid[]) and i.spend_day is not null
           group by i.api_key_id, i.spend_day
        ) d
-      where s.api_key_id = d.api_key_id and s.day = d.spend_day`,
-    [body, rs.map((r) => r.invocationId)],
+      where s.api_key_id = d.api_key_id and s.day = d.spend_day`;
+
+/**
+ * resolveReservation for several invocations in one statement (a paid group's captures: run-invocation.ts
+ * recordPaidSuccesses): each key's day row is written once, by the sums of its invocations.
+ */
+export async function resolveReservations(
+  q: Db,
+  rs: readonly { invocationId: string; capturedMicros: bigint }[],
+): Promise<void> {
+  const body = JSON.stringify(
+    rs.map((r) => ({ invocation_id: r.invocationId, captured: r.capturedMicros.toString() })),
   );
+  await preparedRaw(q, RESOLVE_RESERVATIONS_SQL, [body, rs.map((r) => r.invocationId)]);
 }
 
 /**
