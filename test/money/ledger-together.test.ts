@@ -269,4 +269,30 @@ describe("holds made together", () => {
       [599n, 401n, 0n],
     ]);
   });
+
+  it("writes a group of any size, several posts to a statement, each entry running on from the one before", async () => {
+    const [a] = (await agents(1)) as [string];
+    await fund(a, 1_000n);
+    await held(a, 1n);
+    // 11 posts: statements of 8, 2 and 1 posts (ledger.ts inPowersOfTwo), one balance chain through them.
+    const holds = Array.from({ length: 11 }, (_, i) => movement(a, BigInt(10 * (i + 1))));
+    const results = await db().transaction((trx) => holdFundsTogether(holds, trx));
+    expect(new Set(results.map((r) => r.transactionId)).size).toBe(11);
+    let available = 999n;
+    for (const [i, hold] of holds.entries()) {
+      const tx = await findTransactionByKey(db(), hold.idempotencyKey);
+      expect(tx?.id).toBe(results[i]!.transactionId);
+      expect(tx?.reference_id).toBe(hold.reference?.id);
+      const entries = await entriesOf(hold.idempotencyKey);
+      expect(entries?.[0]).toEqual([
+        "agent_available",
+        -hold.amountMicros,
+        available,
+        available - hold.amountMicros,
+      ]);
+      available -= hold.amountMicros;
+    }
+    // 1 + 10 + 20 + … + 110 = 661 held.
+    expect(await money(a)).toEqual([339n, 661n, 0n]);
+  });
 });

@@ -163,7 +163,7 @@ describe("the paid call's money statements", () => {
     expect(locks.filter((row) => row.statement.includes("hold.hold_id"))).toHaveLength(2);
     expect(named(/^with tx as \(\s*insert into ledger_transactions/).length).toBeGreaterThanOrEqual(3);
     expect(named(/^with tx as \([\s\S]*evidence as \(\s*insert into payment_evidence/).length).toBe(2);
-    expect(named(/^with leg \(ord, account_id, amount\)/)).toHaveLength(2);
+    expect(named(/^with leg \(post, ord, account_id, amount\)/)).toHaveLength(2);
     expect(named(/^insert into payment_evidence/).length).toBeGreaterThanOrEqual(2);
     expect(named(/platform_settings/)).toHaveLength(2);
     // None is planned for its values past the first five runs (a first use's account creation runs fewer).

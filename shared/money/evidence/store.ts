@@ -106,16 +106,19 @@ export function namingTransaction(rows: PostEvidence[], transactionId: string): 
   }));
 }
 
-/** The insert of n rows inside a ledger write, per n: a data-modifying CTE that selects from its `tx`. */
-const withTransactionTexts = new Map<number, string>();
+/** The insert of n rows inside a ledger write, per n and form: a data-modifying CTE over its `tx` or `txp`. */
+const withTransactionTexts = new Map<string, string>();
 
 /**
  * The insert of n evidence rows as the body of a CTE in a statement whose `tx` CTE yields the ledger
  * transaction it wrote: the rows are inserted only if `tx` has a row, in their order, a THIS_TRANSACTION
- * source_ref as tx.id. Its bindings: insertWithTransactionValues.
+ * source_ref as tx.id. Its bindings: insertWithTransactionValues. byPost, for a statement that writes
+ * several posts (ledger store.ts writeTransactionsInFlight): each row names its post, and is inserted
+ * with that post's transaction, from the statement's `txp` (post, id).
  */
-export function insertWithTransaction(n: number): string {
-  let sql = withTransactionTexts.get(n);
+export function insertWithTransaction(n: number, byPost = false): string {
+  const key = `${n}/${byPost}`;
+  let sql = withTransactionTexts.get(key);
   if (!sql) {
     // VALUES types its columns by their first row: the casts give each the target column's type.
     const casts = {
@@ -124,26 +127,38 @@ export function insertWithTransaction(n: number): string {
       amount_micros: "::bigint",
       details: "::jsonb",
     };
-    const values = `(?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => `?${casts[c as keyof typeof casts] ?? ""}`).join(", ")})`;
+    const values = `(${byPost ? "?::int, " : ""}?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => `?${casts[c as keyof typeof casts] ?? ""}`).join(", ")})`;
+    const tx = byPost ? "txp" : "tx";
     const selected = EVIDENCE_COLUMNS.map((c) =>
-      c === "source_ref" ? "case when v.names_tx then tx.id::text else v.source_ref end" : `v.${c}`,
+      c === "source_ref" ? `case when v.names_tx then ${tx}.id::text else v.source_ref end` : `v.${c}`,
     );
+    const rows = `(values ${Array(n).fill(values).join(", ")})`;
     sql = `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
        select ${selected.join(", ")}
-         from tx cross join (values ${Array(n).fill(values).join(", ")})
+         from ${
+           byPost
+             ? `txp join ${rows}
+              as v (post, ord, names_tx, ${EVIDENCE_COLUMNS.join(", ")}) on v.post = txp.post
+        order by v.post, v.ord`
+             : `tx cross join ${rows}
               as v (ord, names_tx, ${EVIDENCE_COLUMNS.join(", ")})
-        order by v.ord
+        order by v.ord`
+         }
        on conflict (subject_type, subject_id, state) do nothing`;
-    withTransactionTexts.set(n, sql);
+    withTransactionTexts.set(key, sql);
   }
   return sql;
 }
 
-/** The bindings of insertWithTransaction(rows.length). */
-export function insertWithTransactionValues(rows: PostEvidence[]): (string | number | boolean | null)[] {
+/** The bindings of insertWithTransaction(rows.length), or, with the rows' post, of its byPost form. */
+export function insertWithTransactionValues(
+  rows: PostEvidence[],
+  post?: number,
+): (string | number | boolean | null)[] {
   return rows.flatMap((e, ord) => {
     const namesTx = e.source_ref === THIS_TRANSACTION;
     return [
+      ...(post === undefined ? [] : [post]),
       ord,
       namesTx,
       ...evidenceValues({ ...e, source_ref: namesTx ? null : (e.source_ref as string | null) }),

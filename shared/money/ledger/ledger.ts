@@ -15,6 +15,7 @@ import {
   findTransactionByKey,
   getOrCreateAccount,
   IN_FLIGHT_REFUSALS,
+  type InFlightPost,
   type InFlightResolves,
   isResolved,
   type LedgerAccountRow,
@@ -29,6 +30,7 @@ import {
   transactionEntries,
   writeTransaction,
   writeTransactionInFlight,
+  writeTransactionsInFlight,
 } from "./store.js";
 
 export type {
@@ -470,32 +472,57 @@ export async function postTogether(
   // In this order: the lock is asked for first, so it runs first, and every write sees its rows locked.
   const statements: Promise<unknown>[] = before ? [before] : [];
   statements.push(lockAccountRefs(trx, [...accounts.values()]));
+  // The posts' writes, several to a statement (writeTransactionsInFlight), each statement running on
+  // from the balances the one before it left.
   const writes: number[] = [];
-  for (const input of inputs) {
+  for (const chunk of inPowersOfTwo(inputs)) {
     writes.push(statements.length);
-    statements.push(writeInFlight(trx, input));
-    if (input.withWrite) statements.push(input.withWrite());
+    statements.push(writeTransactionsInFlight(trx, chunk.map(inFlightPost)));
   }
+  for (const input of inputs) if (input.withWrite) statements.push(input.withWrite());
   if (withWrites) statements.push(withWrites());
   const answers = await inOneFlight(...statements);
-  return writes.map((at) => ({ transactionId: answers[at] as string, replayed: false }));
+  return writes.flatMap((at) =>
+    (answers[at] as string[]).map((transactionId) => ({ transactionId, replayed: false })),
+  );
+}
+
+/**
+ * The items in runs of 64, 32, …, 2, 1, largest first: one statement a run, so that a connection
+ * prepares at most seven texts of each shape of post (a statement's text depends on how many posts it
+ * writes), whatever the groups' sizes.
+ */
+function inPowersOfTwo<T>(items: readonly T[]): T[][] {
+  const runs: T[][] = [];
+  let at = 0;
+  for (let size = 64; size >= 1; size /= 2)
+    while (items.length - at >= size) {
+      runs.push(items.slice(at, at + size));
+      at += size;
+    }
+  return runs;
 }
 
 /** A post's write that reads its locked balances and checks its rules itself (writeTransactionInFlight). */
 function writeInFlight(q: Knex.Transaction, input: PostTransactionInput): Promise<string> {
-  return writeTransactionInFlight(
-    q,
-    {
+  const post = inFlightPost(input);
+  return writeTransactionInFlight(q, post.row, post.legs, post.resolves, post.evidence);
+}
+
+/** A post as the write in flight takes it. */
+function inFlightPost(input: PostTransactionInput): InFlightPost {
+  return {
+    row: {
       kind: input.kind,
       idempotency_key: input.idempotencyKey,
       reference_type: input.reference?.type ?? null,
       reference_id: input.reference?.id ?? null,
       metadata: input.metadata ?? {},
     },
-    input.legs,
-    resolvesInFlight(input),
-    input.evidence,
-  );
+    legs: input.legs,
+    resolves: resolvesInFlight(input),
+    evidence: input.evidence,
+  };
 }
 
 /** How a post in one flight names the hold it resolves: by key with what it holds, or none. */

@@ -474,6 +474,14 @@ export const IN_FLIGHT_REFUSALS = {
   holdNotAsExpected: "ledger: the hold is not what its caller expected",
 } as const;
 
+/** One post of writeTransactionsInFlight: its transaction, its legs, the hold it resolves, its evidence. */
+export interface InFlightPost {
+  row: Omit<NewTransaction, "resolves_transaction_id">;
+  legs: { account: AccountRef; amountMicros: bigint }[];
+  resolves: InFlightResolves;
+  evidence?: PostEvidence[];
+}
+
 /**
  * Writes a transaction whose balances the statement reads itself, for a post sent in one flight with its
  * lock (the accounts' FOR UPDATE, the statement just before it in the same transaction: this statement's
@@ -490,49 +498,73 @@ export async function writeTransactionInFlight(
   resolves: InFlightResolves,
   evidence: PostEvidence[] = [],
 ): Promise<string> {
-  const bindings: Knex.RawBinding[] = [];
-  const legShapes: string[] = [];
-  legs.forEach((leg, ord) => {
-    bindings.push(ord);
-    const account = leg.account;
-    if ("id" in account) {
-      legShapes.push("i");
-      bindings.push(account.id);
-    } else {
-      legShapes.push(account.owner === null ? "p" : "o");
-      bindings.push(account.kind, account.currency, ...(account.owner === null ? [] : [account.owner]));
-    }
-    bindings.push(leg.amountMicros.toString());
-  });
-  if (resolves) {
-    const e = resolves.expected;
-    bindings.push(
-      resolves.key,
-      e.amountMicros.toString(),
-      e.owner,
-      e.currency,
-      e.referenceType,
-      e.referenceId,
-    );
-  }
-  bindings.push(
-    row.kind,
-    row.idempotency_key,
-    row.reference_type,
-    row.reference_id,
-    JSON.stringify(row.metadata),
-    ...insertWithTransactionValues(evidence),
-  );
-  const text = inFlightText(legShapes, resolves ? "key" : "none", evidence.length);
-  const result = await preparedRaw(q, text, bindings);
-  return result.rows[0].id;
+  const [id] = await writeTransactionsInFlight(q, [{ row, legs, resolves, evidence }]);
+  return id!;
 }
 
-/** writeTransactionInFlight's text per shape (how each leg names its account, the hold, evidence rows). */
+/**
+ * writeTransactionInFlight for several posts in one statement (a paid group's holds or captures:
+ * ledger.ts postTogether; docs/benchmarks.md "The thirty-second round"): each post's entries run on from
+ * the balances the posts before it left, and each account's balance is written once, by the sum of every
+ * post's legs on it. Updating one row many times in one transaction leaves a chain of row versions that
+ * every later read and update of it walks; the group's accounts (a buyer's, the platform's fee account)
+ * are the same rows post after post. All or nothing: any post's broken rule fails the statement. Answers
+ * the posts' transaction ids, in order.
+ */
+export async function writeTransactionsInFlight(q: Db, posts: readonly InFlightPost[]): Promise<string[]> {
+  const legBindings: Knex.RawBinding[] = [];
+  const postBindings: Knex.RawBinding[] = [];
+  const evidenceBindings: Knex.RawBinding[] = [];
+  const shapes: string[] = [];
+  let evidenceCount = 0;
+  posts.forEach((p, post) => {
+    const legShapes: string[] = [];
+    p.legs.forEach((leg, ord) => {
+      legBindings.push(post, ord);
+      const account = leg.account;
+      if ("id" in account) {
+        legShapes.push("i");
+        legBindings.push(account.id);
+      } else {
+        legShapes.push(account.owner === null ? "p" : "o");
+        legBindings.push(account.kind, account.currency, ...(account.owner === null ? [] : [account.owner]));
+      }
+      legBindings.push(leg.amountMicros.toString());
+    });
+    const e = p.resolves?.expected;
+    postBindings.push(
+      post,
+      p.row.kind,
+      p.row.idempotency_key,
+      p.row.reference_type,
+      p.row.reference_id,
+      JSON.stringify(p.row.metadata),
+      p.resolves?.key ?? null,
+      e?.amountMicros.toString() ?? null,
+      e?.owner ?? null,
+      e?.currency ?? null,
+      e?.referenceType ?? null,
+      e?.referenceId ?? null,
+    );
+    const evidence = p.evidence ?? [];
+    evidenceBindings.push(...insertWithTransactionValues(evidence, post));
+    evidenceCount += evidence.length;
+    shapes.push(legShapes.join(""));
+  });
+  const resolves = posts.some((p) => p.resolves !== null);
+  const text = inFlightText(shapes, resolves, evidenceCount);
+  const result = await preparedRaw(q, text, [...legBindings, ...postBindings, ...evidenceBindings]);
+  const ids = result.rows[0].ids as string[];
+  if (ids?.length !== posts.length)
+    throw new Error("ledger: a write in flight answered too few transactions");
+  return ids;
+}
+
+/** writeTransactionsInFlight's text per shape (each post's legs, any hold resolved, evidence rows). */
 const inFlightTexts = new Map<string, string>();
 
-function inFlightText(legShapes: string[], resolves: "none" | "key", evidence: number): string {
-  const shape = `${legShapes.join("")}/${resolves}/${evidence}`;
+function inFlightText(legShapes: readonly string[], resolves: boolean, evidence: number): string {
+  const shape = `${legShapes.join(",")}/${resolves}/${evidence}`;
   let sql = inFlightTexts.get(shape);
   if (!sql) {
     const account = (leg: string) =>
@@ -541,62 +573,97 @@ function inFlightText(legShapes: string[], resolves: "none" | "key", evidence: n
         : `(select id from ledger_accounts where kind = ? and currency = ? and owner_agent_id ${
             leg === "p" ? "is null" : "= ?::uuid"
           })`;
-    const legRows = legShapes.map((leg) => `(?::int, ${account(leg)}, ?::bigint)`).join(", ");
+    const legRows = legShapes
+      .flatMap((post) => [...post].map((leg) => `(?::int, ?::int, ${account(leg)}, ?::bigint)`))
+      .join(", ");
+    const postRows = legShapes
+      .map(
+        () =>
+          "(?::int, ?, ?, ?::text, ?::text, ?::jsonb, ?::text, ?::bigint, ?::uuid, ?::text, ?::text, ?::text)",
+      )
+      .join(", ");
+    const legCount = legShapes.reduce((n, post) => n + post.length, 0);
     const r = IN_FLIGHT_REFUSALS;
-    // A hold named by key, read with its held entry; the verdict holds it to what the caller expects.
-    const hold =
-      resolves === "key"
-        ? `,
+    // Each hold named by key, read with its held entry; the verdict holds it to what its caller expects.
+    const hold = resolves
+      ? `,
      hold as (
-       select t.id, t.reference_type, t.reference_id, h.amount_micros, h.owner_agent_id, h.currency
-         from ledger_transactions t ${HELD_ENTRY}
-        where t.idempotency_key = ? and t.kind = 'hold'
+       select post.post, t.id, t.reference_type, t.reference_id, h.amount_micros, h.owner_agent_id, h.currency
+         from post join ledger_transactions t on t.idempotency_key = post.hold_key and t.kind = 'hold'
+         ${HELD_ENTRY}
      )`
-        : "";
-    const holdRule =
-      resolves === "key"
-        ? `
-         when not exists (
-           select 1 from hold
-            where amount_micros = ?::bigint and owner_agent_id = ?::uuid and currency = ?
-              and reference_type is not distinct from ?::text and reference_id is not distinct from ?::text
+      : "";
+    const holdRule = resolves
+      ? `
+         when exists (
+           select 1 from post
+            where post.hold_key is not null and not exists (
+              select 1 from hold
+               where hold.post = post.post and hold.amount_micros = post.hold_amount
+                 and hold.owner_agent_id = post.hold_owner and hold.currency = post.hold_currency
+                 and hold.reference_type is not distinct from post.hold_reference_type
+                 and hold.reference_id is not distinct from post.hold_reference_id
+            )
          ) then '${r.holdNotAsExpected}'`
-        : "";
-    const resolvesValue = resolves === "none" ? "null::uuid" : "(select id from hold)";
-    sql = `with leg (ord, account_id, amount) as (
+      : "";
+    const resolvesValue = resolves ? "(select hold.id from hold where hold.post = post.post)" : "null::uuid";
+    sql = `with leg (post, ord, account_id, amount) as (
        values ${legRows}
      ),
+     post (post, kind, idempotency_key, reference_type, reference_id, metadata,
+           hold_key, hold_amount, hold_owner, hold_currency, hold_reference_type, hold_reference_id) as (
+       values ${postRows}
+     ),
      run as (
-       select leg.ord, leg.account_id, leg.amount, a.currency, a.allow_negative,
+       select leg.post, leg.ord, leg.account_id, leg.amount, a.currency, a.allow_negative,
               a.balance_micros + coalesce(sum(leg.amount) over (
-                partition by leg.account_id order by leg.ord rows between unbounded preceding and 1 preceding
+                partition by leg.account_id order by leg.post, leg.ord
+                rows between unbounded preceding and 1 preceding
               ), 0)::bigint as before
          from leg join ledger_accounts a on a.id = leg.account_id
      )${hold},
      verdict as (
        select case
-         when (select count(*) from run) <> ${legShapes.length} then '${r.accountMissing}'
-         when (select count(distinct currency) from run) <> 1 then '${r.currencies}'
+         when (select count(*) from run) <> ${legCount} then '${r.accountMissing}'
+         when exists (
+           select 1 from run group by post having count(distinct currency) <> 1
+         ) then '${r.currencies}'
          when exists (select 1 from run where before + amount < 0 and not allow_negative) then '${r.shortFunds}'${holdRule}
        end as refused
      ),
      tx as (
        insert into ledger_transactions
          (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
-       select ?, ?, ?, ?, ${resolvesValue}, ?::jsonb
+       select post.kind, post.idempotency_key, post.reference_type, post.reference_id, ${resolvesValue},
+              post.metadata
+         from post
         where (select refused from verdict) is null
-       returning id
+        order by post.post
+       returning id, idempotency_key
      ),
-     ${writtenWithTx(
-       `select tx.id, run.account_id, run.amount, run.before, run.before + run.amount
-         from tx cross join run
-        order by run.ord`,
-       `update ledger_accounts a set balance_micros = a.balance_micros + d.delta
-         from (select account_id, sum(amount)::bigint as delta from run group by account_id) d, tx
-        where a.id = d.account_id`,
-       evidence,
-     )}
-     select (select id from tx) as id
+     txp as (
+       select post.post, tx.id from tx join post on post.idempotency_key = tx.idempotency_key
+     ),
+     written as (
+       insert into ledger_entries
+         (transaction_id, account_id, amount_micros, balance_before_micros, balance_after_micros)
+       select txp.id, run.account_id, run.amount, run.before, run.before + run.amount
+         from txp join run on run.post = txp.post
+        order by run.post, run.ord
+     ),
+     balances as (
+       update ledger_accounts a set balance_micros = a.balance_micros + d.delta
+         from (select account_id, sum(amount)::bigint as delta from run group by account_id) d
+        where a.id = d.account_id and exists (select 1 from tx)
+     )${
+       evidence > 0
+         ? `,
+     evidence as (
+       ${insertWithTransaction(evidence, true)}
+     )`
+         : ""
+     }
+     select (select array_agg(txp.id order by txp.post) from txp) as ids
       where refuse_unless((select refused from verdict) is null, (select refused from verdict))`;
     inFlightTexts.set(shape, sql);
   }
