@@ -119,5 +119,25 @@ describe("resolving a group's reservations", () => {
     expect(await todays([apiKeyId])).toEqual([["30", "15"]]);
     await resolveReservation(db(), three, 0n);
     expect(await todays([apiKeyId])).toEqual([["0", "15"]]);
+
+    // Both grouped statements are planned for their values five times at most on a connection, then
+    // run on the kept generic plan: a group of two or three is not planned afresh every time.
+    const plans = await db().transaction(async (trx) => {
+      for (let round = 0; round < 8; round++) {
+        await reserveSpendTogether(trx, [reserve(apiKeyId, 30n, null), reserve(apiKeyId, 30n, null)]);
+        await resolveReservations(trx, [
+          { invocationId: one, capturedMicros: 0n },
+          { invocationId: two, capturedMicros: 0n },
+          { invocationId: three, capturedMicros: 0n },
+        ]);
+      }
+      const { rows } = await trx.raw(
+        `select generic_plans, custom_plans from pg_prepared_statements
+          where statement ~ 'api_key_spend_days' and generic_plans + custom_plans >= 8`,
+      );
+      return rows as { generic_plans: string; custom_plans: string }[];
+    });
+    expect(plans).toHaveLength(2);
+    for (const p of plans) expect(Number(p.custom_plans)).toBeLessThanOrEqual(5);
   });
 });

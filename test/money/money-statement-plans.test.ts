@@ -4,7 +4,7 @@ import { closeDb, db } from "../../shared/db/knex.js";
 import { appendEvidence, THIS_TRANSACTION } from "../../shared/money/evidence/store.js";
 import { assertCustodyOpenForShare, readCustody } from "../../shared/money/gate/store.js";
 import { captureHold, creditDeposit, holdFunds, releaseHold } from "../../shared/money/ledger/flows.js";
-import { writeTransactionInFlight } from "../../shared/money/ledger/store.js";
+import { writeTransactionInFlight, writeTransactionsInFlight } from "../../shared/money/ledger/store.js";
 import { buildAgent } from "../helpers/factories.js";
 import { holdOf } from "../helpers/money.js";
 
@@ -128,6 +128,26 @@ describe("the paid call's money statements", () => {
             { ...flown, state: "outcome", source: "test", source_ref: null },
           ],
         );
+        // As a paid group's holds: two posts in one write (writeTransactionsInFlight).
+        const pair = [subject(), subject()];
+        await writeTransactionsInFlight(
+          trx,
+          pair.map((p) => ({
+            row: {
+              kind: "hold",
+              idempotency_key: key("hold"),
+              reference_type: "test",
+              reference_id: p.subject_id,
+              metadata: {},
+            },
+            legs: [
+              { account: account(buyer.agentId, "agent_available"), amountMicros: -1_000n },
+              { account: account(buyer.agentId, "agent_held"), amountMicros: 1_000n },
+            ],
+            resolves: null,
+            evidence: [{ ...p, state: "authorization", source: "test", source_ref: THIS_TRANSACTION }],
+          })),
+        );
         // As the other money paths: a movement, then its evidence appended (one row, then two).
         const other = subject();
         const released = { ...movement, reference: reference(), idempotencyKey: key("hold") };
@@ -157,13 +177,13 @@ describe("the paid call's money statements", () => {
     // Each ran at least ROUNDS times on this connection as a named statement: the locks (a hold's, and
     // a capture's and a release's, each reading its hold by key), the writes (with and without evidence),
     // the evidence inserts (one row, two rows), both custody reads, and the writes in one flight (a
-    // hold's, a capture's).
+    // hold's, a capture's, and two holds in one).
     const locks = named(/^select ledger_accounts\.\*[\s\S]* for update of ledger_accounts$/);
     expect(locks.length).toBeGreaterThanOrEqual(3);
     expect(locks.filter((row) => row.statement.includes("hold.hold_id"))).toHaveLength(2);
     expect(named(/^with tx as \(\s*insert into ledger_transactions/).length).toBeGreaterThanOrEqual(3);
     expect(named(/^with tx as \([\s\S]*evidence as \(\s*insert into payment_evidence/).length).toBe(2);
-    expect(named(/^with leg \(post, ord, account_id, amount\)/)).toHaveLength(2);
+    expect(named(/^with leg \(post, ord, account_id, amount\)/)).toHaveLength(3);
     expect(named(/^insert into payment_evidence/).length).toBeGreaterThanOrEqual(2);
     expect(named(/platform_settings/)).toHaveLength(2);
     // None is planned for its values past the first five runs (a first use's account creation runs fewer).
