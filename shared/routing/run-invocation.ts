@@ -285,10 +285,10 @@ async function recordPaidSuccess({ record, paid }: PaidSuccessWrite): Promise<Pa
 
 /**
  * Paid successes that arrived together, in one transaction and one flight: their records in one strict
- * statement, then their captures or releases (settleSuccessesTogether: one lock, each write), the keys'
- * days of spend in one statement, and the COMMIT. All or nothing, and not retried: on any failure (a run that another ended, a
- * capture the one-flight write declines, a deadlock) nothing is written, and the group commit records
- * each success alone (recordPaidSuccess), which answers it.
+ * statement, then their captures or releases (settleSuccessesTogether: one lock, the posts' writes), the
+ * keys' days of spend in one statement, and the COMMIT. All or nothing, and not retried: on any failure
+ * (a run that another ended, a capture the one-flight write declines, a deadlock) nothing is written, and
+ * the group commit records each success alone (recordPaidSuccess), which answers it.
  */
 async function recordPaidSuccesses(writes: readonly PaidSuccessWrite[]): Promise<(PaidCommit | undefined)[]> {
   if (new Set(writes.map((w) => w.record.invocationId)).size !== writes.length)

@@ -454,10 +454,10 @@ const paidClaims = new GroupCommit<PaidClaim, RunClaim>(
 
 /**
  * Paid runs' claims in one transaction and one flight: the custody check (once), the runs' strict
- * inserts, then their holds (one lock of every account they move, each hold's write), the keys' daily
- * reservations in one statement, and the COMMIT. All or nothing, and not retried as a group: on any failure (a moved
- * catalog, short funds, a full daily cap, custody frozen, a hold the one-flight write declines) nothing
- * is written, and the group commit runs each claim's own transaction, which answers it.
+ * inserts, then their holds (one lock of every account they move, the holds' writes), the keys' daily
+ * reservations in one statement, and the COMMIT. All or nothing, and not retried as a group: on any
+ * failure (a moved catalog, short funds, a full daily cap, custody frozen, a hold the one-flight write
+ * declines) nothing is written, and the group commit runs each claim's own transaction, which answers it.
  */
 async function claimPaidTogether(claims: readonly PaidClaim[]): Promise<RunClaim[]> {
   if (new Set(claims.map((c) => c.row.id)).size !== claims.length)

@@ -106,7 +106,7 @@ export function namingTransaction(rows: PostEvidence[], transactionId: string): 
   }));
 }
 
-/** The insert of n rows inside a ledger write, per n and form: a data-modifying CTE over its `tx` or `txp`. */
+/** The insert of n rows inside a ledger write, per n and form: a data-modifying CTE over `tx` or `txp`. */
 const withTransactionTexts = new Map<string, string>();
 
 /**

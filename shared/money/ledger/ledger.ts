@@ -442,9 +442,10 @@ async function postInOneFlight(
  * successes that arrive together: submission.ts paidClaims, run-invocation.ts paidSuccesses;
  * docs/benchmarks.md "The twenty-ninth round"): behind `before`, one
  * statement that locks every account any of them moves, in id order, so that a group waits on no other
- * post or group in a cycle; then each post's write, which reads the balances as the posts before it
- * left them (writeTransactionInFlight), with its withWrite statements; the group's own (withWrites: what
- * would otherwise be each post's withWrite, written once for all); and the COMMIT. All or nothing:
+ * post or group in a cycle; then the posts' writes, several to a statement, each reading the balances
+ * as the posts before it left them (writeTransactionsInFlight); the posts' withWrite statements; the
+ * group's own (withWrites: what would otherwise be each post's withWrite, written once for all); and the
+ * COMMIT. All or nothing:
  * a post the one-flight write declines (a refusal, a replay, an account on first use, a hold not as
  * expected) or any other failure rolls the whole transaction back and is thrown as it is, and the caller
  * then runs each post alone (postTransaction), which answers it. Answers each post, in order (none is a

@@ -319,7 +319,7 @@ function strictly(select: string, allWritten: string, reason: string | undefined
       where ${refuseUnless(allWritten, reason)}`;
 }
 
-/** insertClaimedInvocations' text per column set (columns as insertReturningAll orders them) and strictness. */
+/** insertClaimedInvocations' text per column set (as insertReturningAll orders them) and strictness. */
 const claimsTexts = new Map<string, string>();
 
 function claimsText(columns: readonly string[], today: ReadonlySet<string>, strict: boolean): string {
