@@ -26,6 +26,16 @@ export function refuseUnless(condition: string, reason: string): string {
 }
 
 /**
+ * A statement's last select that answers `select`'s rows, or fails with `reason` unless `condition` holds
+ * (refuseUnless), instead of answering fewer rows. The one row it always has (`one`) makes sure the
+ * condition is evaluated even when `select` has none; `condition` may read them as `s`.
+ */
+export function answerOrRefuse(select: string, condition: string, reason: string): string {
+  return `select s.* from (select 1) as one left join (${select}) as s on true
+      where ${refuseUnless(condition, reason)}`;
+}
+
+/**
  * A `.catch` handler for a statement that may refuse: the refusal with `reason` is thrown as what `as`
  * makes of it (the caller's own error), any other error as it is.
  */

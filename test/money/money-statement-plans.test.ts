@@ -83,37 +83,35 @@ describe("the paid call's money statements", () => {
           owner: string | null,
           kind: "agent_available" | "agent_held" | "seller_payable" | "platform_revenue",
         ) => ({ owner, kind, currency: "USDC" as const });
-        await writeTransactionInFlight(
-          trx,
-          {
+        await writeTransactionInFlight(trx, {
+          row: {
             kind: "hold",
             idempotency_key: flownHold,
             reference_type: "test",
             reference_id: flown.subject_id,
             metadata: {},
           },
-          [
+          legs: [
             { account: account(buyer.agentId, "agent_available"), amountMicros: -1_000n },
             { account: account(buyer.agentId, "agent_held"), amountMicros: 1_000n },
           ],
-          null,
-          [{ ...flown, state: "authorization", source: "test", source_ref: THIS_TRANSACTION }],
-        );
-        await writeTransactionInFlight(
-          trx,
-          {
+          resolves: null,
+          evidence: [{ ...flown, state: "authorization", source: "test", source_ref: THIS_TRANSACTION }],
+        });
+        await writeTransactionInFlight(trx, {
+          row: {
             kind: "capture",
             idempotency_key: key("capture"),
             reference_type: "test",
             reference_id: flown.subject_id,
             metadata: {},
           },
-          [
+          legs: [
             { account: account(buyer.agentId, "agent_held"), amountMicros: -1_000n },
             { account: account(seller.agentId, "seller_payable"), amountMicros: 970n },
             { account: account(null, "platform_revenue"), amountMicros: 30n },
           ],
-          {
+          resolves: {
             key: flownHold,
             expected: {
               owner: buyer.agentId,
@@ -123,11 +121,11 @@ describe("the paid call's money statements", () => {
               referenceId: flown.subject_id,
             },
           },
-          [
+          evidence: [
             { ...flown, state: "capture", source: "test", source_ref: THIS_TRANSACTION },
             { ...flown, state: "outcome", source: "test", source_ref: null },
           ],
-        );
+        });
         // As a paid group's holds: two posts in one write (writeTransactionsInFlight).
         const pair = [subject(), subject()];
         await writeTransactionsInFlight(

@@ -1,6 +1,6 @@
 import type { Db } from "../../db/knex.js";
 import { preparedRaw, UTC_TODAY_SQL } from "../../db/prepared.js";
-import { refuseUnless } from "../../db/refusals.js";
+import { answerOrRefuse, refuseUnless } from "../../db/refusals.js";
 
 // Per-key, per-UTC-day spend (docs/payments.md "Keys, scopes and spend limits"). Every day is the database's UTC
 // date, so API processes with skewed clocks agree on when a day ends.
@@ -42,8 +42,7 @@ export async function reserveSpend(
         where ?::bigint is null or s.reserved_micros + s.spent_micros + excluded.reserved_micros <= ?::bigint
        returning s.day
      )
-     select d.day::text as day from (select 1) as one left join d on true
-      where ${refuseUnless("d.day is not null", DAILY_CAP_FULL)}`,
+     ${answerOrRefuse("select day::text as day from d", "s.day is not null", DAILY_CAP_FULL)}`,
     [r.apiKeyId, r.amountMicros.toString(), cap, cap],
   );
   return result.rows[0].day as string;

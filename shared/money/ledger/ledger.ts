@@ -506,8 +506,7 @@ function inPowersOfTwo<T>(items: readonly T[]): T[][] {
 
 /** A post's write that reads its locked balances and checks its rules itself (writeTransactionInFlight). */
 function writeInFlight(q: Knex.Transaction, input: PostTransactionInput): Promise<string> {
-  const post = inFlightPost(input);
-  return writeTransactionInFlight(q, post.row, post.legs, post.resolves, post.evidence);
+  return writeTransactionInFlight(q, inFlightPost(input));
 }
 
 /** A post as the write in flight takes it. */

@@ -491,14 +491,8 @@ export interface InFlightPost {
  * like writeTransaction, strictly: a key or a hold already taken fails it (23505). A rule broken fails it
  * too, by refuse_unless with one of IN_FLIGHT_REFUSALS, so that nothing behind it in its flight commits.
  */
-export async function writeTransactionInFlight(
-  q: Db,
-  row: Omit<NewTransaction, "resolves_transaction_id">,
-  legs: { account: AccountRef; amountMicros: bigint }[],
-  resolves: InFlightResolves,
-  evidence: PostEvidence[] = [],
-): Promise<string> {
-  const [id] = await writeTransactionsInFlight(q, [{ row, legs, resolves, evidence }]);
+export async function writeTransactionInFlight(q: Db, post: InFlightPost): Promise<string> {
+  const [id] = await writeTransactionsInFlight(q, [post]);
   return id!;
 }
 

@@ -14,7 +14,7 @@ import {
   UTC_TODAY,
   UTC_TODAY_SQL,
 } from "../../db/prepared.js";
-import { refuseUnless } from "../../db/refusals.js";
+import { answerOrRefuse } from "../../db/refusals.js";
 
 /** awaiting_approval: held for a supervisor's decision (docs/payments.md "Approvals"); no job exists yet. */
 export type InvocationStatus = "awaiting_approval" | "queued" | "running" | "succeeded" | "failed";
@@ -301,22 +301,23 @@ function claimColumns(row: NewInvocation): Record<string, unknown> {
   return columns;
 }
 
-/** Whether rows can be claimed in one statement (insertClaimedInvocations): they write the same columns. */
+/**
+ * Whether rows can be claimed in one statement (insertClaimedInvocations): they write the same columns.
+ * claimColumns adds the same computed columns to every row, so the rows' own defined keys decide it.
+ */
 export function claimsShareColumns(rows: readonly NewInvocation[]): boolean {
-  const shape = (row: NewInvocation) => Object.keys(claimColumns(row)).join(",");
+  const shape = (row: NewInvocation) =>
+    Object.entries(row)
+      .flatMap(([name, value]) => (value === undefined ? [] : [name]))
+      .sort()
+      .join(",");
   const first = rows[0] && shape(rows[0]);
   return rows.every((row) => shape(row) === first);
 }
 
-/**
- * A grouped statement's last select, strict or not: strict, the statement fails with `reason` unless
- * `allWritten` holds (refuse_unless), instead of answering fewer rows. The one row it always has (`one`)
- * makes sure the condition is evaluated even when nothing was written.
- */
+/** A grouped statement's last select: strict, it refuses with `reason` unless every row was written. */
 function strictly(select: string, allWritten: string, reason: string | undefined): string {
-  if (!reason) return select;
-  return `select s.* from (select 1) as one left join (${select}) as s on true
-      where ${refuseUnless(allWritten, reason)}`;
+  return reason ? answerOrRefuse(select, allWritten, reason) : select;
 }
 
 /** insertClaimedInvocations' text per column set (as insertReturningAll orders them) and strictness. */
@@ -692,8 +693,7 @@ function successSql(proveListing: boolean, strict: boolean): string {
   // Strict, the summary is joined to a row that is always there, so that its absence can fail the statement.
   return strict
     ? `${ctes}
-     select s.* from (select 1) as one left join (${summary}) as s on true
-      where ${refuseUnless("s.id is not null", ENDED_ELSEWHERE)}`
+     ${answerOrRefuse(summary, "s.id is not null", ENDED_ELSEWHERE)}`
     : `${ctes}
      ${summary}`;
 }
