@@ -5,6 +5,7 @@ import { refusalOf } from "../../db/refusals.js";
 import { AppError } from "../../errors.js";
 import { formatUsdc } from "../../kernel/money.js";
 import { appendEvidence, namingTransaction, type PostEvidence } from "../evidence/store.js";
+import { byKnownId, forgetAccountIds, learnAccountIds } from "./account-ids.js";
 import {
   type AccountKey,
   type AccountRef,
@@ -414,16 +415,18 @@ async function postOnce(
  */
 async function postInOneFlight(
   q: Knex.Transaction,
-  input: PostTransactionInput,
+  asked: PostTransactionInput,
   withWrite: (() => Promise<unknown>) | undefined,
 ): Promise<PostResult> {
+  const input = withKnownIds(asked);
   const statements: Promise<unknown>[] = input.before ? [input.before] : [];
   // In this order: the lock is asked for first, so it runs first, and the write sees its rows locked.
-  statements.push(lockAccountRefs(q, legAccounts(input)));
+  statements.push(lockAccountRefs(q, legAccounts(input)).then(learnAccountIds));
   const writing = (async () => {
     try {
       return await writeInFlight(q, input);
     } catch (error) {
+      forgetIfAccountMissing(error);
       const refusal = refusalOf(error);
       if (!isTaken(error) && !(refusal && Object.values(IN_FLIGHT_REFUSALS).includes(refusal as never)))
         throw error;
@@ -469,20 +472,24 @@ export async function postTogether(
   if (new Set(holds).size !== holds.length) throw new Error("postTogether: a hold is resolved twice");
   if (!commitWithThisFlight(trx))
     throw new Error("postTogether needs a top-level transaction that sends its COMMIT with its flight");
-  const accounts = new Map(inputs.flatMap(legAccounts).map((ref) => [refName(ref), ref]));
+  const posts = inputs.map(withKnownIds);
+  const accounts = new Map(posts.flatMap(legAccounts).map((ref) => [refName(ref), ref]));
   // In this order: the lock is asked for first, so it runs first, and every write sees its rows locked.
   const statements: Promise<unknown>[] = before ? [before] : [];
-  statements.push(lockAccountRefs(trx, [...accounts.values()]));
+  statements.push(lockAccountRefs(trx, [...accounts.values()]).then(learnAccountIds));
   // The posts' writes, several to a statement (writeTransactionsInFlight), each statement running on
   // from the balances the one before it left.
   const writes: number[] = [];
-  for (const chunk of inPowersOfTwo(inputs)) {
+  for (const chunk of inPowersOfTwo(posts)) {
     writes.push(statements.length);
     statements.push(writeTransactionsInFlight(trx, chunk.map(inFlightPost)));
   }
   for (const input of inputs) if (input.withWrite) statements.push(input.withWrite());
   if (withWrites) statements.push(withWrites());
-  const answers = await inOneFlight(...statements);
+  const answers = await inOneFlight(...statements).catch((error: unknown) => {
+    forgetIfAccountMissing(error);
+    throw error;
+  });
   return writes.flatMap((at) =>
     (answers[at] as string[]).map((transactionId) => ({ transactionId, replayed: false })),
   );
@@ -502,6 +509,19 @@ function inPowersOfTwo<T>(items: readonly T[]): T[][] {
       at += size;
     }
   return runs;
+}
+
+/**
+ * The post with its legs' accounts named by id where this process knows them (account-ids.ts): for the
+ * posts sent in one flight, whose write refuses an account it does not find instead of making it.
+ */
+function withKnownIds(input: PostTransactionInput): PostTransactionInput {
+  return { ...input, legs: input.legs.map((leg) => ({ ...leg, account: byKnownId(leg.account) })) };
+}
+
+/** A one-flight write that found an account missing may have named it by a stale kept id: forget them. */
+function forgetIfAccountMissing(error: unknown): void {
+  if (refusalOf(error) === IN_FLIGHT_REFUSALS.accountMissing) forgetAccountIds();
 }
 
 /** A post's write that reads its locked balances and checks its rules itself (writeTransactionInFlight). */
@@ -622,6 +642,7 @@ async function lockLegAccounts(q: Knex.Transaction, input: PostTransactionInput)
     idempotencyKey: input.idempotencyKey,
     holdKey: input.resolvesHold?.key ?? null,
   });
+  learnAccountIds(first.accounts);
   const accounts = new Map<string, LedgerAccountRow>();
   for (const row of first.accounts) for (const name of accountNames(row)) accounts.set(name, row);
   const missing = refs.filter((ref) => !accounts.has(refName(ref)));
