@@ -270,11 +270,11 @@ describe("holds made together", () => {
     ]);
   });
 
-  it("writes a group of any size, several posts to a statement, each entry running on from the one before", async () => {
+  it("writes a group of any size in one statement, each entry running on from the one before", async () => {
     const [a] = (await agents(1)) as [string];
     await fund(a, 1_000n);
     await held(a, 1n);
-    // 11 posts: statements of 8, 2 and 1 posts (ledger.ts inPowersOfTwo), one balance chain through them.
+    // 11 posts in one statement (writeTransactionsInFlight), one balance chain through them.
     const holds = Array.from({ length: 11 }, (_, i) => movement(a, BigInt(10 * (i + 1))));
     const results = await db().transaction((trx) => holdFundsTogether(holds, trx));
     expect(new Set(results.map((r) => r.transactionId)).size).toBe(11);

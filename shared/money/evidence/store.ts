@@ -106,19 +106,23 @@ export function namingTransaction(rows: PostEvidence[], transactionId: string): 
   }));
 }
 
-/** The insert of n rows inside a ledger write, per n and form: a data-modifying CTE over `tx` or `txp`. */
-const withTransactionTexts = new Map<string, string>();
+/** The insert of n rows inside a ledger write, per n: a data-modifying CTE over `tx`. */
+const withTransactionTexts = new Map<number, string>();
+
+/** The columns' values as a row of evidence selected from `v`, a THIS_TRANSACTION source_ref as `id`. */
+function selectedFrom(id: string): string {
+  return EVIDENCE_COLUMNS.map((c) =>
+    c === "source_ref" ? `case when v.names_tx then ${id}::text else v.source_ref end` : `v.${c}`,
+  ).join(", ");
+}
 
 /**
  * The insert of n evidence rows as the body of a CTE in a statement whose `tx` CTE yields the ledger
  * transaction it wrote: the rows are inserted only if `tx` has a row, in their order, a THIS_TRANSACTION
- * source_ref as tx.id. Its bindings: insertWithTransactionValues. byPost, for a statement that writes
- * several posts (ledger store.ts writeTransactionsInFlight): each row names its post, and is inserted
- * with that post's transaction, from the statement's `txp` (post, id).
+ * source_ref as tx.id. Its bindings: insertWithTransactionValues.
  */
-export function insertWithTransaction(n: number, byPost = false): string {
-  const key = `${n}/${byPost}`;
-  let sql = withTransactionTexts.get(key);
+export function insertWithTransaction(n: number): string {
+  let sql = withTransactionTexts.get(n);
   if (!sql) {
     // VALUES types its columns by their first row: the casts give each the target column's type.
     const casts = {
@@ -127,42 +131,67 @@ export function insertWithTransaction(n: number, byPost = false): string {
       amount_micros: "::bigint",
       details: "::jsonb",
     };
-    const values = `(${byPost ? "?::int, " : ""}?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => `?${casts[c as keyof typeof casts] ?? ""}`).join(", ")})`;
-    const tx = byPost ? "txp" : "tx";
-    const selected = EVIDENCE_COLUMNS.map((c) =>
-      c === "source_ref" ? `case when v.names_tx then ${tx}.id::text else v.source_ref end` : `v.${c}`,
-    );
-    const rows = `(values ${Array(n).fill(values).join(", ")})`;
+    const values = `(?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => `?${casts[c as keyof typeof casts] ?? ""}`).join(", ")})`;
     sql = `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
-       select ${selected.join(", ")}
-         from ${
-           byPost
-             ? `txp join ${rows}
-              as v (post, ord, names_tx, ${EVIDENCE_COLUMNS.join(", ")}) on v.post = txp.post
-        order by v.post, v.ord`
-             : `tx cross join ${rows}
+       select ${selectedFrom("tx.id")}
+         from tx cross join (values ${Array(n).fill(values).join(", ")})
               as v (ord, names_tx, ${EVIDENCE_COLUMNS.join(", ")})
-        order by v.ord`
-         }
+        order by v.ord
        on conflict (subject_type, subject_id, state) do nothing`;
-    withTransactionTexts.set(key, sql);
+    withTransactionTexts.set(n, sql);
   }
   return sql;
 }
 
-/** The bindings of insertWithTransaction(rows.length), or, with the rows' post, of its byPost form. */
-export function insertWithTransactionValues(
-  rows: PostEvidence[],
-  post?: number,
-): (string | number | boolean | null)[] {
+/** The bindings of insertWithTransaction(rows.length). */
+export function insertWithTransactionValues(rows: PostEvidence[]): (string | number | boolean | null)[] {
   return rows.flatMap((e, ord) => {
     const namesTx = e.source_ref === THIS_TRANSACTION;
     return [
-      ...(post === undefined ? [] : [post]),
       ord,
       namesTx,
       ...evidenceValues({ ...e, source_ref: namesTx ? null : (e.source_ref as string | null) }),
     ];
+  });
+}
+
+/**
+ * The insert of evidence rows as the body of a CTE in a statement that writes several ledger posts
+ * (ledger store.ts writeTransactionsInFlight), whose `txp` CTE yields each post's number and transaction:
+ * the rows come as one JSON array (evidenceDocument), each naming its post, and each is inserted with
+ * that post's transaction, in order. One text whatever the number of rows, so one kept plan.
+ */
+export function insertWithPostsFromJson(parameter: string): string {
+  return `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
+       select ${selectedFrom("txp.id")}
+         from txp join jsonb_to_recordset(${parameter}) as v (
+                post int, ord int, names_tx boolean, agent_id uuid, invocation_id uuid, subject_type text,
+                subject_id text, state evidence_state, source text, source_ref text, amount_micros bigint,
+                currency text, details jsonb
+              ) on v.post = txp.post
+        order by v.post, v.ord
+       on conflict (subject_type, subject_id, state) do nothing`;
+}
+
+/** The rows of one post, as insertWithPostsFromJson's array takes them (bigints as strings). */
+export function evidenceDocument(rows: readonly PostEvidence[], post: number): Record<string, unknown>[] {
+  return rows.map((e, ord) => {
+    const namesTx = e.source_ref === THIS_TRANSACTION;
+    return {
+      post,
+      ord,
+      names_tx: namesTx,
+      agent_id: e.agent_id,
+      invocation_id: e.invocation_id ?? null,
+      subject_type: e.subject_type,
+      subject_id: e.subject_id,
+      state: e.state,
+      source: e.source,
+      source_ref: namesTx ? null : (e.source_ref as string | null),
+      amount_micros: e.amount_micros?.toString() ?? null,
+      currency: e.currency ?? null,
+      details: e.details ?? {},
+    };
   });
 }
 

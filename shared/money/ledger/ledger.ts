@@ -445,7 +445,7 @@ async function postInOneFlight(
  * successes that arrive together: submission.ts paidClaims, run-invocation.ts paidSuccesses;
  * docs/benchmarks.md "The twenty-ninth round"): behind `before`, one
  * statement that locks every account any of them moves, in id order, so that a group waits on no other
- * post or group in a cycle; then the posts' writes, several to a statement, each reading the balances
+ * post or group in a cycle; then the posts' writes, in one statement, each reading the balances
  * as the posts before it left them (writeTransactionsInFlight); the posts' withWrite statements; the
  * group's own (withWrites: what would otherwise be each post's withWrite, written once for all); and the
  * COMMIT. All or nothing:
@@ -477,38 +477,16 @@ export async function postTogether(
   // In this order: the lock is asked for first, so it runs first, and every write sees its rows locked.
   const statements: Promise<unknown>[] = before ? [before] : [];
   statements.push(lockAccountRefs(trx, [...accounts.values()]).then(learnAccountIds));
-  // The posts' writes, several to a statement (writeTransactionsInFlight), each statement running on
-  // from the balances the one before it left.
-  const writes: number[] = [];
-  for (const chunk of inPowersOfTwo(posts)) {
-    writes.push(statements.length);
-    statements.push(writeTransactionsInFlight(trx, chunk.map(inFlightPost)));
-  }
+  // The posts' writes, in one statement (writeTransactionsInFlight).
+  const writes = statements.length;
+  statements.push(writeTransactionsInFlight(trx, posts.map(inFlightPost)));
   for (const input of inputs) if (input.withWrite) statements.push(input.withWrite());
   if (withWrites) statements.push(withWrites());
   const answers = await inOneFlight(...statements).catch((error: unknown) => {
     forgetIfAccountMissing(error);
     throw error;
   });
-  return writes.flatMap((at) =>
-    (answers[at] as string[]).map((transactionId) => ({ transactionId, replayed: false })),
-  );
-}
-
-/**
- * The items in runs of 64, 32, …, 2, 1, largest first: one statement a run, so that a connection
- * prepares at most seven texts of each shape of post (a statement's text depends on how many posts it
- * writes), whatever the groups' sizes.
- */
-function inPowersOfTwo<T>(items: readonly T[]): T[][] {
-  const runs: T[][] = [];
-  let at = 0;
-  for (let size = 64; size >= 1; size /= 2)
-    while (items.length - at >= size) {
-      runs.push(items.slice(at, at + size));
-      at += size;
-    }
-  return runs;
+  return (answers[writes] as string[]).map((transactionId) => ({ transactionId, replayed: false }));
 }
 
 /**

@@ -1,7 +1,13 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
 import { preparedRaw } from "../../db/prepared.js";
-import { insertWithTransaction, insertWithTransactionValues, type PostEvidence } from "../evidence/store.js";
+import {
+  evidenceDocument,
+  insertWithPostsFromJson,
+  insertWithTransaction,
+  insertWithTransactionValues,
+  type PostEvidence,
+} from "../evidence/store.js";
 
 export const ACCOUNT_KINDS = [
   "agent_available",
@@ -144,11 +150,18 @@ export interface AccountKey {
 /** How a ledger leg names its account: by id (a row read earlier) or by key. */
 export type AccountRef = Pick<LedgerAccountRow, "id"> | AccountKey;
 
-/** The held entry of a hold transaction `t` (its amount, and its account's owner and currency), as `h`. */
+/**
+ * The held entry of a hold transaction `t` (its amount, and its account's owner and currency), as `h`.
+ * The transaction's entries are read first, by their transaction (`offset 0` keeps the planner from
+ * starting at the accounts instead): where a table's statistics are missing or stale, a plan kept for
+ * many holds walked every held account of every buyer, and each one's entries, for each hold.
+ */
 const HELD_ENTRY = `left join lateral (
          select e.amount_micros, a.owner_agent_id, a.currency
-           from ledger_entries e join ledger_accounts a on a.id = e.account_id
-          where e.transaction_id = t.id and a.kind = 'agent_held'
+           from (select e.id, e.amount_micros, e.account_id from ledger_entries e
+                  where e.transaction_id = t.id offset 0) e
+           join ledger_accounts a on a.id = e.account_id
+          where a.kind = 'agent_held'
           order by e.id limit 1
        ) h on true`;
 const HELD_COLUMNS =
@@ -504,91 +517,107 @@ export async function writeTransactionInFlight(q: Db, post: InFlightPost): Promi
  * every later read and update of it walks; the group's accounts (a buyer's, the platform's fee account)
  * are the same rows post after post. All or nothing: any post's broken rule fails the statement. Answers
  * the posts' transaction ids, in order.
+ *
+ * The legs, the posts and the evidence go as three JSON arrays, so the statement has one text however
+ * many posts, legs and evidence rows it writes, and each connection keeps one plan for it: a text per
+ * count sent a group of 7 as three statements (4, 2, 1), each one more executor start-up, one more
+ * version of every shared account row and one more set of index and constraint set-ups, while the
+ * group's accounts were locked (docs/benchmarks.md "The thirty-third round").
  */
 export async function writeTransactionsInFlight(q: Db, posts: readonly InFlightPost[]): Promise<string[]> {
-  const legBindings: Knex.RawBinding[] = [];
-  const postBindings: Knex.RawBinding[] = [];
-  const evidenceBindings: Knex.RawBinding[] = [];
-  const shapes: string[] = [];
-  let evidenceCount = 0;
+  const legs: Record<string, unknown>[] = [];
+  const rows: Record<string, unknown>[] = [];
+  const evidence: Record<string, unknown>[] = [];
   posts.forEach((p, post) => {
-    const legShapes: string[] = [];
     p.legs.forEach((leg, ord) => {
-      legBindings.push(post, ord);
       const account = leg.account;
-      if ("id" in account) {
-        legShapes.push("i");
-        legBindings.push(account.id);
-      } else {
-        legShapes.push(account.owner === null ? "p" : "o");
-        legBindings.push(account.kind, account.currency, ...(account.owner === null ? [] : [account.owner]));
-      }
-      legBindings.push(leg.amountMicros.toString());
+      const amount = leg.amountMicros.toString();
+      legs.push(
+        "id" in account
+          ? { post, ord, account_id: account.id, amount }
+          : { post, ord, owner: account.owner, kind: account.kind, currency: account.currency, amount },
+      );
     });
     const e = p.resolves?.expected;
-    postBindings.push(
+    rows.push({
       post,
-      p.row.kind,
-      p.row.idempotency_key,
-      p.row.reference_type,
-      p.row.reference_id,
-      JSON.stringify(p.row.metadata),
-      p.resolves?.key ?? null,
-      e?.amountMicros.toString() ?? null,
-      e?.owner ?? null,
-      e?.currency ?? null,
-      e?.referenceType ?? null,
-      e?.referenceId ?? null,
-    );
-    const evidence = p.evidence ?? [];
-    evidenceBindings.push(...insertWithTransactionValues(evidence, post));
-    evidenceCount += evidence.length;
-    shapes.push(legShapes.join(""));
+      kind: p.row.kind,
+      idempotency_key: p.row.idempotency_key,
+      reference_type: p.row.reference_type,
+      reference_id: p.row.reference_id,
+      metadata: p.row.metadata,
+      hold_key: p.resolves?.key ?? null,
+      hold_amount: e?.amountMicros.toString() ?? null,
+      hold_owner: e?.owner ?? null,
+      hold_currency: e?.currency ?? null,
+      hold_reference_type: e?.referenceType ?? null,
+      hold_reference_id: e?.referenceId ?? null,
+    });
+    evidence.push(...evidenceDocument(p.evidence ?? [], post));
   });
-  const resolves = posts.some((p) => p.resolves !== null);
-  const text = inFlightText(shapes, resolves, evidenceCount);
-  const result = await preparedRaw(q, text, [...legBindings, ...postBindings, ...evidenceBindings]);
+  const result = await preparedRaw(q, IN_FLIGHT_WRITE, [
+    JSON.stringify(legs),
+    JSON.stringify(rows),
+    JSON.stringify(evidence),
+  ]);
   const ids = result.rows[0].ids as string[];
   if (ids?.length !== posts.length)
     throw new Error("ledger: a write in flight answered too few transactions");
   return ids;
 }
 
-/** writeTransactionsInFlight's text per shape (each post's legs, any hold resolved, evidence rows). */
-const inFlightTexts = new Map<string, string>();
-
-function inFlightText(legShapes: readonly string[], resolves: boolean, evidence: number): string {
-  const shape = `${legShapes.join(",")}/${resolves}/${evidence}`;
-  let sql = inFlightTexts.get(shape);
-  if (!sql) {
-    const account = (leg: string) =>
-      leg === "i"
-        ? "?::uuid"
-        : `(select id from ledger_accounts where kind = ? and currency = ? and owner_agent_id ${
-            leg === "p" ? "is null" : "= ?::uuid"
-          })`;
-    const legRows = legShapes
-      .flatMap((post) => [...post].map((leg) => `(?::int, ?::int, ${account(leg)}, ?::bigint)`))
-      .join(", ");
-    const postRows = legShapes
-      .map(
-        () =>
-          "(?::int, ?, ?, ?::text, ?::text, ?::jsonb, ?::text, ?::bigint, ?::uuid, ?::text, ?::text, ?::text)",
-      )
-      .join(", ");
-    const legCount = legShapes.reduce((n, post) => n + post.length, 0);
-    const r = IN_FLIGHT_REFUSALS;
-    // Each hold named by key, read with its held entry; the verdict holds it to what its caller expects.
-    const hold = resolves
-      ? `,
+/**
+ * writeTransactionsInFlight's statement. A leg names its account by id or by owner, kind and currency
+ * (looked up only then: a CASE runs the subquery of its branch alone). Each hold named by key is read
+ * with its held entry, and the verdict holds it to what its post's caller expects. The plan is one for
+ * every size, and PostgreSQL guesses a JSON array at 100 rows: so each hold is looked up by its key, post
+ * by post (a lateral subquery that `offset 0` keeps whole), where a guess of 100 posts had PostgreSQL scan
+ * the whole transactions table for them whenever its statistics made that table look small.
+ */
+const IN_FLIGHT_WRITE = (() => {
+  const r = IN_FLIGHT_REFUSALS;
+  const byKey = (owner: string) =>
+    `(select a.id from ledger_accounts a where ${owner} and a.kind = l.kind and a.currency = l.currency)`;
+  return `with leg as (
+       select l.post, l.ord, l.amount,
+              coalesce(l.account_id, case when l.owner is null
+                then ${byKey("a.owner_agent_id is null")}
+                else ${byKey("a.owner_agent_id = l.owner")} end) as account_id
+         from jsonb_to_recordset(?::jsonb) as l (
+                post int, ord int, account_id uuid, owner uuid, kind ledger_account_kind,
+                currency ledger_currency, amount bigint
+              )
+     ),
+     post as (
+       select * from jsonb_to_recordset(?::jsonb) as p (
+                post int, kind ledger_transaction_kind, idempotency_key text, reference_type text,
+                reference_id text, metadata jsonb, hold_key text, hold_amount bigint, hold_owner uuid,
+                hold_currency ledger_currency, hold_reference_type text, hold_reference_id text
+              )
+     ),
+     run as (
+       select leg.post, leg.ord, leg.account_id, leg.amount, a.currency, a.allow_negative,
+              a.balance_micros + coalesce(sum(leg.amount) over (
+                partition by leg.account_id order by leg.post, leg.ord
+                rows between unbounded preceding and 1 preceding
+              ), 0)::bigint as before
+         from leg join ledger_accounts a on a.id = leg.account_id
+     ),
      hold as (
        select post.post, t.id, t.reference_type, t.reference_id, h.amount_micros, h.owner_agent_id, h.currency
-         from post join ledger_transactions t on t.idempotency_key = post.hold_key and t.kind = 'hold'
+         from post cross join lateral (
+                select t.id, t.reference_type, t.reference_id from ledger_transactions t
+                 where t.idempotency_key = post.hold_key and t.kind = 'hold' offset 0
+              ) t
          ${HELD_ENTRY}
-     )`
-      : "";
-    const holdRule = resolves
-      ? `
+     ),
+     verdict as (
+       select case
+         when (select count(*) from run) <> (select count(*) from leg) then '${r.accountMissing}'
+         when exists (
+           select 1 from run group by post having count(distinct currency) <> 1
+         ) then '${r.currencies}'
+         when exists (select 1 from run where before + amount < 0 and not allow_negative) then '${r.shortFunds}'
          when exists (
            select 1 from post
             where post.hold_key is not null and not exists (
@@ -598,38 +627,14 @@ function inFlightText(legShapes: readonly string[], resolves: boolean, evidence:
                  and hold.reference_type is not distinct from post.hold_reference_type
                  and hold.reference_id is not distinct from post.hold_reference_id
             )
-         ) then '${r.holdNotAsExpected}'`
-      : "";
-    const resolvesValue = resolves ? "(select hold.id from hold where hold.post = post.post)" : "null::uuid";
-    sql = `with leg (post, ord, account_id, amount) as (
-       values ${legRows}
-     ),
-     post (post, kind, idempotency_key, reference_type, reference_id, metadata,
-           hold_key, hold_amount, hold_owner, hold_currency, hold_reference_type, hold_reference_id) as (
-       values ${postRows}
-     ),
-     run as (
-       select leg.post, leg.ord, leg.account_id, leg.amount, a.currency, a.allow_negative,
-              a.balance_micros + coalesce(sum(leg.amount) over (
-                partition by leg.account_id order by leg.post, leg.ord
-                rows between unbounded preceding and 1 preceding
-              ), 0)::bigint as before
-         from leg join ledger_accounts a on a.id = leg.account_id
-     )${hold},
-     verdict as (
-       select case
-         when (select count(*) from run) <> ${legCount} then '${r.accountMissing}'
-         when exists (
-           select 1 from run group by post having count(distinct currency) <> 1
-         ) then '${r.currencies}'
-         when exists (select 1 from run where before + amount < 0 and not allow_negative) then '${r.shortFunds}'${holdRule}
+         ) then '${r.holdNotAsExpected}'
        end as refused
      ),
      tx as (
        insert into ledger_transactions
          (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
-       select post.kind, post.idempotency_key, post.reference_type, post.reference_id, ${resolvesValue},
-              post.metadata
+       select post.kind, post.idempotency_key, post.reference_type, post.reference_id,
+              (select hold.id from hold where hold.post = post.post), post.metadata
          from post
         where (select refused from verdict) is null
         order by post.post
@@ -649,20 +654,13 @@ function inFlightText(legShapes: readonly string[], resolves: boolean, evidence:
        update ledger_accounts a set balance_micros = a.balance_micros + d.delta
          from (select account_id, sum(amount)::bigint as delta from run group by account_id) d
         where a.id = d.account_id and exists (select 1 from tx)
-     )${
-       evidence > 0
-         ? `,
+     ),
      evidence as (
-       ${insertWithTransaction(evidence, true)}
-     )`
-         : ""
-     }
+       ${insertWithPostsFromJson("?::jsonb")}
+     )
      select (select array_agg(txp.id order by txp.post) from txp) as ids
       where refuse_unless((select refused from verdict) is null, (select refused from verdict))`;
-    inFlightTexts.set(shape, sql);
-  }
-  return sql;
-}
+})();
 
 /** Every account an agent owns in one currency. */
 export async function agentAccounts(q: Db, agentId: string, currency: Currency): Promise<LedgerAccountRow[]> {
