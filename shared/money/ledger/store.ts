@@ -505,8 +505,44 @@ export interface InFlightPost {
  * too, by refuse_unless with one of IN_FLIGHT_REFUSALS, so that nothing behind it in its flight commits.
  */
 export async function writeTransactionInFlight(q: Db, post: InFlightPost): Promise<string> {
-  const [id] = await writeTransactionsInFlight(q, [post]);
-  return id!;
+  const bindings: Knex.RawBinding[] = [];
+  const shape: string[] = [];
+  post.legs.forEach((leg, ord) => {
+    const account = leg.account;
+    bindings.push(0, ord);
+    if ("id" in account) {
+      shape.push("i");
+      bindings.push(account.id);
+    } else {
+      shape.push(account.owner === null ? "p" : "o");
+      bindings.push(account.kind, account.currency, ...(account.owner === null ? [] : [account.owner]));
+    }
+    bindings.push(leg.amountMicros.toString());
+  });
+  const p = postDocument(post, 0);
+  bindings.push(
+    ...[
+      p.post,
+      p.kind,
+      p.idempotency_key,
+      p.reference_type,
+      p.reference_id,
+      JSON.stringify(p.metadata),
+      p.hold_key,
+      p.hold_amount,
+      p.hold_owner,
+      p.hold_currency,
+      p.hold_reference_type,
+      p.hold_reference_id,
+    ],
+  );
+  const evidence = post.evidence ?? [];
+  bindings.push(...insertWithTransactionValues(evidence));
+  const text = onePostText(shape.join(""), post.resolves !== null, evidence.length);
+  const result = await preparedRaw(q, text, bindings);
+  const ids = result.rows[0].ids as string[];
+  if (ids?.length !== 1) throw new Error("ledger: a write in flight answered no transaction");
+  return ids[0]!;
 }
 
 /**
@@ -522,9 +558,11 @@ export async function writeTransactionInFlight(q: Db, post: InFlightPost): Promi
  * many posts, legs and evidence rows it writes, and each connection keeps one plan for it: a text per
  * count sent a group of 7 as three statements (4, 2, 1), each one more executor start-up, one more
  * version of every shared account row and one more set of index and constraint set-ups, while the
- * group's accounts were locked (docs/benchmarks.md "The thirty-third round").
+ * group's accounts were locked (docs/benchmarks.md "The thirty-third round"). A lone post keeps its own
+ * text (writeTransactionInFlight), whose plan knows it writes one post.
  */
 export async function writeTransactionsInFlight(q: Db, posts: readonly InFlightPost[]): Promise<string[]> {
+  if (posts.length === 1) return [await writeTransactionInFlight(q, posts[0]!)];
   const legs: Record<string, unknown>[] = [];
   const rows: Record<string, unknown>[] = [];
   const evidence: Record<string, unknown>[] = [];
@@ -538,24 +576,10 @@ export async function writeTransactionsInFlight(q: Db, posts: readonly InFlightP
           : { post, ord, owner: account.owner, kind: account.kind, currency: account.currency, amount },
       );
     });
-    const e = p.resolves?.expected;
-    rows.push({
-      post,
-      kind: p.row.kind,
-      idempotency_key: p.row.idempotency_key,
-      reference_type: p.row.reference_type,
-      reference_id: p.row.reference_id,
-      metadata: p.row.metadata,
-      hold_key: p.resolves?.key ?? null,
-      hold_amount: e?.amountMicros.toString() ?? null,
-      hold_owner: e?.owner ?? null,
-      hold_currency: e?.currency ?? null,
-      hold_reference_type: e?.referenceType ?? null,
-      hold_reference_id: e?.referenceId ?? null,
-    });
+    rows.push(postDocument(p, post));
     evidence.push(...evidenceDocument(p.evidence ?? [], post));
   });
-  const result = await preparedRaw(q, IN_FLIGHT_WRITE, [
+  const result = await preparedRaw(q, MANY_POSTS_SQL, [
     JSON.stringify(legs),
     JSON.stringify(rows),
     JSON.stringify(evidence),
@@ -566,43 +590,37 @@ export async function writeTransactionsInFlight(q: Db, posts: readonly InFlightP
   return ids;
 }
 
+/** A post's own columns and the hold it expects, in the `post` CTE's order (bigints as strings). */
+function postDocument(p: InFlightPost, post: number) {
+  const e = p.resolves?.expected;
+  return {
+    post,
+    kind: p.row.kind,
+    idempotency_key: p.row.idempotency_key,
+    reference_type: p.row.reference_type,
+    reference_id: p.row.reference_id,
+    metadata: p.row.metadata,
+    hold_key: p.resolves?.key ?? null,
+    hold_amount: e?.amountMicros.toString() ?? null,
+    hold_owner: e?.owner ?? null,
+    hold_currency: e?.currency ?? null,
+    hold_reference_type: e?.referenceType ?? null,
+    hold_reference_id: e?.referenceId ?? null,
+  };
+}
+
 /**
- * writeTransactionsInFlight's statement. A leg names its account by id or by owner, kind and currency
- * (looked up only then: a CASE runs the subquery of its branch alone). Each hold named by key is read
- * with its held entry, and the verdict holds it to what its post's caller expects. The plan is one for
- * every size, and PostgreSQL guesses a JSON array at 100 rows: so each hold is looked up by its key, post
- * by post (a lateral subquery that `offset 0` keeps whole), where a guess of 100 posts had PostgreSQL scan
- * the whole transactions table for them whenever its statistics made that table look small.
+ * What a write in flight does once it has its `leg` (post, ord, account_id, amount) and `post` rows
+ * (postDocument's columns): every rule checked, the transactions, entries, balances and evidence written,
+ * the transactions' ids answered in post order, or a refusal (IN_FLIGHT_REFUSALS). Each hold named by key
+ * is looked up post by post (a lateral subquery that `offset 0` keeps whole): the many posts' plan guesses
+ * a JSON array at 100 rows, and with that guess PostgreSQL scanned the whole transactions table for them
+ * whenever its statistics made the table look small. `evidence` is the body of the evidence CTE.
  */
-const IN_FLIGHT_WRITE = (() => {
+function inFlightStatement(head: string, resolves: boolean, evidence: string | null): string {
   const r = IN_FLIGHT_REFUSALS;
-  const byKey = (owner: string) =>
-    `(select a.id from ledger_accounts a where ${owner} and a.kind = l.kind and a.currency = l.currency)`;
-  return `with leg as (
-       select l.post, l.ord, l.amount,
-              coalesce(l.account_id, case when l.owner is null
-                then ${byKey("a.owner_agent_id is null")}
-                else ${byKey("a.owner_agent_id = l.owner")} end) as account_id
-         from jsonb_to_recordset(?::jsonb) as l (
-                post int, ord int, account_id uuid, owner uuid, kind ledger_account_kind,
-                currency ledger_currency, amount bigint
-              )
-     ),
-     post as (
-       select * from jsonb_to_recordset(?::jsonb) as p (
-                post int, kind ledger_transaction_kind, idempotency_key text, reference_type text,
-                reference_id text, metadata jsonb, hold_key text, hold_amount bigint, hold_owner uuid,
-                hold_currency ledger_currency, hold_reference_type text, hold_reference_id text
-              )
-     ),
-     run as (
-       select leg.post, leg.ord, leg.account_id, leg.amount, a.currency, a.allow_negative,
-              a.balance_micros + coalesce(sum(leg.amount) over (
-                partition by leg.account_id order by leg.post, leg.ord
-                rows between unbounded preceding and 1 preceding
-              ), 0)::bigint as before
-         from leg join ledger_accounts a on a.id = leg.account_id
-     ),
+  const hold = resolves
+    ? `,
      hold as (
        select post.post, t.id, t.reference_type, t.reference_id, h.amount_micros, h.owner_agent_id, h.currency
          from post cross join lateral (
@@ -610,14 +628,10 @@ const IN_FLIGHT_WRITE = (() => {
                  where t.idempotency_key = post.hold_key and t.kind = 'hold' offset 0
               ) t
          ${HELD_ENTRY}
-     ),
-     verdict as (
-       select case
-         when (select count(*) from run) <> (select count(*) from leg) then '${r.accountMissing}'
-         when exists (
-           select 1 from run group by post having count(distinct currency) <> 1
-         ) then '${r.currencies}'
-         when exists (select 1 from run where before + amount < 0 and not allow_negative) then '${r.shortFunds}'
+     )`
+    : "";
+  const holdRule = resolves
+    ? `
          when exists (
            select 1 from post
             where post.hold_key is not null and not exists (
@@ -627,14 +641,32 @@ const IN_FLIGHT_WRITE = (() => {
                  and hold.reference_type is not distinct from post.hold_reference_type
                  and hold.reference_id is not distinct from post.hold_reference_id
             )
-         ) then '${r.holdNotAsExpected}'
+         ) then '${r.holdNotAsExpected}'`
+    : "";
+  const resolvesValue = resolves ? "(select hold.id from hold where hold.post = post.post)" : "null::uuid";
+  return `${head},
+     run as (
+       select leg.post, leg.ord, leg.account_id, leg.amount, a.currency, a.allow_negative,
+              a.balance_micros + coalesce(sum(leg.amount) over (
+                partition by leg.account_id order by leg.post, leg.ord
+                rows between unbounded preceding and 1 preceding
+              ), 0)::bigint as before
+         from leg join ledger_accounts a on a.id = leg.account_id
+     )${hold},
+     verdict as (
+       select case
+         when (select count(*) from run) <> (select count(*) from leg) then '${r.accountMissing}'
+         when exists (
+           select 1 from run group by post having count(distinct currency) <> 1
+         ) then '${r.currencies}'
+         when exists (select 1 from run where before + amount < 0 and not allow_negative) then '${r.shortFunds}'${holdRule}
        end as refused
      ),
      tx as (
        insert into ledger_transactions
          (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
-       select post.kind, post.idempotency_key, post.reference_type, post.reference_id,
-              (select hold.id from hold where hold.post = post.post), post.metadata
+       select post.kind, post.idempotency_key, post.reference_type, post.reference_id, ${resolvesValue},
+              post.metadata
          from post
         where (select refused from verdict) is null
         order by post.post
@@ -654,12 +686,71 @@ const IN_FLIGHT_WRITE = (() => {
        update ledger_accounts a set balance_micros = a.balance_micros + d.delta
          from (select account_id, sum(amount)::bigint as delta from run group by account_id) d
         where a.id = d.account_id and exists (select 1 from tx)
-     ),
+     )${
+       evidence
+         ? `,
      evidence as (
-       ${insertWithPostsFromJson("?::jsonb")}
-     )
+       ${evidence}
+     )`
+         : ""
+     }
      select (select array_agg(txp.id order by txp.post) from txp) as ids
       where refuse_unless((select refused from verdict) is null, (select refused from verdict))`;
+}
+
+/** writeTransactionInFlight's text per shape (its legs' account names, a hold resolved, evidence rows). */
+const onePostTexts = new Map<string, string>();
+
+function onePostText(legShape: string, resolves: boolean, evidence: number): string {
+  const shape = `${legShape}/${resolves}/${evidence}`;
+  let sql = onePostTexts.get(shape);
+  if (!sql) {
+    const account = (leg: string) =>
+      leg === "i"
+        ? "?::uuid"
+        : `(select id from ledger_accounts where kind = ? and currency = ? and owner_agent_id ${
+            leg === "p" ? "is null" : "= ?::uuid"
+          })`;
+    const legRows = [...legShape].map((leg) => `(?::int, ?::int, ${account(leg)}, ?::bigint)`).join(", ");
+    const head = `with leg (post, ord, account_id, amount) as (
+       values ${legRows}
+     ),
+     post (post, kind, idempotency_key, reference_type, reference_id, metadata,
+           hold_key, hold_amount, hold_owner, hold_currency, hold_reference_type, hold_reference_id) as (
+       values (?::int, ?::ledger_transaction_kind, ?, ?::text, ?::text, ?::jsonb, ?::text, ?::bigint, ?::uuid,
+               ?::ledger_currency, ?::text, ?::text)
+     )`;
+    sql = inFlightStatement(head, resolves, evidence > 0 ? insertWithTransaction(evidence) : null);
+    onePostTexts.set(shape, sql);
+  }
+  return sql;
+}
+
+/**
+ * writeTransactionsInFlight's text: one for every group. A leg names its account by id or by owner, kind
+ * and currency (looked up only then: a CASE runs the subquery of its branch alone).
+ */
+export const MANY_POSTS_SQL = (() => {
+  const byKey = (owner: string) =>
+    `(select a.id from ledger_accounts a where ${owner} and a.kind = l.kind and a.currency = l.currency)`;
+  const head = `with leg as (
+       select l.post, l.ord, l.amount,
+              coalesce(l.account_id, case when l.owner is null
+                then ${byKey("a.owner_agent_id is null")}
+                else ${byKey("a.owner_agent_id = l.owner")} end) as account_id
+         from jsonb_to_recordset(?::jsonb) as l (
+                post int, ord int, account_id uuid, owner uuid, kind ledger_account_kind,
+                currency ledger_currency, amount bigint
+              )
+     ),
+     post as (
+       select * from jsonb_to_recordset(?::jsonb) as p (
+                post int, kind ledger_transaction_kind, idempotency_key text, reference_type text,
+                reference_id text, metadata jsonb, hold_key text, hold_amount bigint, hold_owner uuid,
+                hold_currency ledger_currency, hold_reference_type text, hold_reference_id text
+              )
+     )`;
+  return inFlightStatement(head, true, insertWithPostsFromJson("?::jsonb"));
 })();
 
 /** Every account an agent owns in one currency. */
