@@ -89,6 +89,21 @@ describe("account ids kept for posts in one flight", () => {
     });
   });
 
+  it("a group that meets an account on first use, every account named as its caller named it, forgets nothing", async () => {
+    const known = await fundedBuyer(1_000n);
+    await holdTogether([movement(known, 10n), movement(known, 20n)]);
+    expect(byKnownId(availableKey(known))).toHaveProperty("id");
+    // A buyer whose held account does not exist yet, and whose accounts this process has not seen.
+    const { agentId: fresh } = await buildAgent();
+    await creditDeposit(movement(fresh, 1_000n));
+    forgetAccountIds();
+    learnAccountIds([await accountFor(known, "agent_available", "USDC")]);
+
+    const refused = await holdTogether([movement(fresh, 10n), movement(fresh, 20n)]).catch((e: unknown) => e);
+    expect(refusalOf(refused)).toBe(IN_FLIGHT_REFUSALS.accountMissing);
+    expect(byKnownId(availableKey(known))).toHaveProperty("id");
+  });
+
   it("a lone post in one flight declines on a stale id, forgets it, and posts in two steps", async () => {
     const buyer = await fundedBuyer(1_000n);
     keepStaleId(buyer);

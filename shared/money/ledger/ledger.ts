@@ -426,7 +426,7 @@ async function postInOneFlight(
     try {
       return await writeInFlight(q, input);
     } catch (error) {
-      forgetIfAccountMissing(error);
+      if (namesKeptIds(asked, input)) forgetIfAccountMissing(error);
       const refusal = refusalOf(error);
       if (!isTaken(error) && !(refusal && Object.values(IN_FLIGHT_REFUSALS).includes(refusal as never)))
         throw error;
@@ -483,7 +483,7 @@ export async function postTogether(
   for (const input of inputs) if (input.withWrite) statements.push(input.withWrite());
   if (withWrites) statements.push(withWrites());
   const answers = await inOneFlight(...statements).catch((error: unknown) => {
-    forgetIfAccountMissing(error);
+    if (posts.some((post, i) => namesKeptIds(inputs[i]!, post))) forgetIfAccountMissing(error);
     throw error;
   });
   return (answers[writes] as string[]).map((transactionId) => ({ transactionId, replayed: false }));
@@ -497,7 +497,16 @@ function withKnownIds(input: PostTransactionInput): PostTransactionInput {
   return { ...input, legs: input.legs.map((leg) => ({ ...leg, account: byKnownId(leg.account) })) };
 }
 
-/** A one-flight write that found an account missing may have named it by a stale kept id: forget them. */
+/** Whether withKnownIds named any of the post's accounts by a kept id (it keeps a ref it did not replace). */
+function namesKeptIds(asked: PostTransactionInput, sent: PostTransactionInput): boolean {
+  return sent.legs.some((leg, i) => leg.account !== asked.legs[i]!.account);
+}
+
+/**
+ * A one-flight write that named accounts by kept ids and found an account missing may have met a stale
+ * id: every kept id is forgotten. A flight that named every account as its caller did (an account on
+ * first use) forgets none.
+ */
 function forgetIfAccountMissing(error: unknown): void {
   if (refusalOf(error) === IN_FLIGHT_REFUSALS.accountMissing) forgetAccountIds();
 }
