@@ -155,11 +155,6 @@ export function insertWithTransactionValues(rows: PostEvidence[]): (string | num
   });
 }
 
-/** The columns of a JSON array of evidence rows (evidenceDocument), as jsonb_to_recordset reads them. */
-const EVIDENCE_RECORD = `post int, ord int, names_tx boolean, agent_id uuid, invocation_id uuid, subject_type text,
-                subject_id text, state evidence_state, source text, source_ref text, amount_micros bigint,
-                currency text, details jsonb`;
-
 /**
  * The insert of evidence rows as the body of a CTE in a statement that writes several ledger posts
  * (ledger store.ts writeTransactionsInFlight), whose `txp` CTE yields each post's number and transaction:
@@ -169,24 +164,13 @@ const EVIDENCE_RECORD = `post int, ord int, names_tx boolean, agent_id uuid, inv
 export function insertWithPostsFromJson(parameter: string): string {
   return `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
        select ${selectedFrom("txp.id")}
-         from txp join jsonb_to_recordset(${parameter}) as v (${EVIDENCE_RECORD}) on v.post = txp.post
+         from txp join jsonb_to_recordset(${parameter}) as v (
+                post int, ord int, names_tx boolean, agent_id uuid, invocation_id uuid, subject_type text,
+                subject_id text, state evidence_state, source text, source_ref text, amount_micros bigint,
+                currency text, details jsonb
+              ) on v.post = txp.post
         order by v.post, v.ord
        on conflict (subject_type, subject_id, state) do nothing`;
-}
-
-const APPEND_FROM_JSON = `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
-       select ${EVIDENCE_COLUMNS.map((c) => `v.${c}`).join(", ")}
-         from jsonb_to_recordset(?::jsonb) as v (${EVIDENCE_RECORD})
-        order by v.post, v.ord
-       on conflict (subject_type, subject_id, state) do nothing`;
-
-/**
- * appendEvidence for rows of several subjects at once (a paid group's: ledger.ts postTogether), as one
- * JSON array: one text, and one kept plan, whatever the number of rows.
- */
-export async function appendEvidenceTogether(q: Db, rows: readonly NewEvidence[]): Promise<void> {
-  if (rows.length === 0) return;
-  await preparedRaw(q, APPEND_FROM_JSON, [JSON.stringify(evidenceDocument(rows, 0))]);
 }
 
 /** The rows of one post, as insertWithPostsFromJson's array takes them (bigints as strings). */

@@ -3,14 +3,8 @@ import { db } from "../../db/knex.js";
 import { commitWithThisFlight, inOneFlight } from "../../db/pipeline.js";
 import { refusalOf } from "../../db/refusals.js";
 import { AppError } from "../../errors.js";
-import { newTimeOrderedId } from "../../kernel/ids.js";
 import { formatUsdc } from "../../kernel/money.js";
-import {
-  appendEvidence,
-  appendEvidenceTogether,
-  namingTransaction,
-  type PostEvidence,
-} from "../evidence/store.js";
+import { appendEvidence, namingTransaction, type PostEvidence } from "../evidence/store.js";
 import { byKnownId, forgetAccountIds, learnAccountIds } from "./account-ids.js";
 import {
   type AccountKey,
@@ -480,24 +474,12 @@ export async function postTogether(
     throw new Error("postTogether needs a top-level transaction that sends its COMMIT with its flight");
   const posts = inputs.map(withKnownIds);
   const accounts = new Map(posts.flatMap(legAccounts).map((ref) => [refName(ref), ref]));
-  // The transactions' ids are named here, so that their evidence goes in ahead of the lock, in a
-  // statement of its own: the group holds its accounts' locks for less (docs/benchmarks.md "The
-  // thirty-third round"). All or nothing still: a write that refuses rolls the evidence back with it.
-  const ids = posts.map(() => newTimeOrderedId());
-  const evidence = posts.flatMap((post, i) => namingTransaction(post.evidence ?? [], ids[i]!));
-  // In this order: the evidence behind `before` (it names the calls' invocations), then the lock, so
-  // that every write sees its rows locked.
+  // In this order: the lock is asked for first, so it runs first, and every write sees its rows locked.
   const statements: Promise<unknown>[] = before ? [before] : [];
-  if (evidence.length > 0) statements.push(appendEvidenceTogether(trx, evidence));
   statements.push(lockAccountRefs(trx, [...accounts.values()]).then(learnAccountIds));
   // The posts' writes, in one statement (writeTransactionsInFlight).
   const writes = statements.length;
-  statements.push(
-    writeTransactionsInFlight(
-      trx,
-      posts.map((post, i) => ({ ...inFlightPost(post), id: ids[i], evidence: [] })),
-    ),
-  );
+  statements.push(writeTransactionsInFlight(trx, posts.map(inFlightPost)));
   for (const input of inputs) if (input.withWrite) statements.push(input.withWrite());
   if (withWrites) statements.push(withWrites());
   const answers = await inOneFlight(...statements).catch((error: unknown) => {

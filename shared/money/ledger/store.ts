@@ -489,8 +489,6 @@ export const IN_FLIGHT_REFUSALS = {
 
 /** One post of writeTransactionsInFlight: its transaction, its legs, the hold it resolves, its evidence. */
 export interface InFlightPost {
-  /** The transaction's id, when the caller names it ahead (its evidence written apart); else the table's default. */
-  id?: string;
   row: Omit<NewTransaction, "resolves_transaction_id">;
   legs: { account: AccountRef; amountMicros: bigint }[];
   resolves: InFlightResolves;
@@ -564,8 +562,7 @@ export async function writeTransactionInFlight(q: Db, post: InFlightPost): Promi
  * text (writeTransactionInFlight), whose plan knows it writes one post.
  */
 export async function writeTransactionsInFlight(q: Db, posts: readonly InFlightPost[]): Promise<string[]> {
-  // A lone post's own text writes the id the table gives; one named ahead goes through the JSON form.
-  if (posts.length === 1 && posts[0]!.id === undefined) return [await writeTransactionInFlight(q, posts[0]!)];
+  if (posts.length === 1) return [await writeTransactionInFlight(q, posts[0]!)];
   const legs: Record<string, unknown>[] = [];
   const rows: Record<string, unknown>[] = [];
   const evidence: Record<string, unknown>[] = [];
@@ -598,7 +595,6 @@ function postDocument(p: InFlightPost, post: number) {
   const e = p.resolves?.expected;
   return {
     post,
-    id: p.id ?? null,
     kind: p.row.kind,
     idempotency_key: p.row.idempotency_key,
     reference_type: p.row.reference_type,
@@ -621,7 +617,7 @@ function postDocument(p: InFlightPost, post: number) {
  * a JSON array at 100 rows, and with that guess PostgreSQL scanned the whole transactions table for them
  * whenever its statistics made the table look small. `evidence` is the body of the evidence CTE.
  */
-function inFlightStatement(head: string, resolves: boolean, evidence: string | null, id: string): string {
+function inFlightStatement(head: string, resolves: boolean, evidence: string | null): string {
   const r = IN_FLIGHT_REFUSALS;
   const hold = resolves
     ? `,
@@ -668,8 +664,8 @@ function inFlightStatement(head: string, resolves: boolean, evidence: string | n
      ),
      tx as (
        insert into ledger_transactions
-         (id, kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
-       select ${id}, post.kind, post.idempotency_key, post.reference_type, post.reference_id, ${resolvesValue},
+         (kind, idempotency_key, reference_type, reference_id, resolves_transaction_id, metadata)
+       select post.kind, post.idempotency_key, post.reference_type, post.reference_id, ${resolvesValue},
               post.metadata
          from post
         where (select refused from verdict) is null
@@ -724,12 +720,7 @@ function onePostText(legShape: string, resolves: boolean, evidence: number): str
        values (?::int, ?::ledger_transaction_kind, ?, ?::text, ?::text, ?::jsonb, ?::text, ?::bigint, ?::uuid,
                ?::ledger_currency, ?::text, ?::text)
      )`;
-    sql = inFlightStatement(
-      head,
-      resolves,
-      evidence > 0 ? insertWithTransaction(evidence) : null,
-      "time_ordered_uuid()",
-    );
+    sql = inFlightStatement(head, resolves, evidence > 0 ? insertWithTransaction(evidence) : null);
     onePostTexts.set(shape, sql);
   }
   return sql;
@@ -754,17 +745,12 @@ export const MANY_POSTS_SQL = (() => {
      ),
      post as (
        select * from jsonb_to_recordset(?::jsonb) as p (
-                post int, id uuid, kind ledger_transaction_kind, idempotency_key text, reference_type text,
+                post int, kind ledger_transaction_kind, idempotency_key text, reference_type text,
                 reference_id text, metadata jsonb, hold_key text, hold_amount bigint, hold_owner uuid,
                 hold_currency ledger_currency, hold_reference_type text, hold_reference_id text
               )
      )`;
-  return inFlightStatement(
-    head,
-    true,
-    insertWithPostsFromJson("?::jsonb"),
-    "coalesce(post.id, time_ordered_uuid())",
-  );
+  return inFlightStatement(head, true, insertWithPostsFromJson("?::jsonb"));
 })();
 
 /** Every account an agent owns in one currency. */
