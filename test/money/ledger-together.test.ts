@@ -173,11 +173,26 @@ describe("holds resolved together", () => {
       ]);
     };
 
-    // An account on first use (the seller's payable): the two-step post alone creates it.
-    await expect(together([capture(a1, seller, 300n, good)])).rejects.toThrow(
-      /account of the post does not exist/,
-    );
+    // An account on first use (the seller's payable): the two-step post alone creates it. The capture's
+    // evidence is not written either.
+    const evidenced = capture(a1, seller, 300n, good);
+    if ("capture" in evidenced)
+      evidenced.capture.evidence = (split) => [
+        {
+          agent_id: a,
+          invocation_id: null,
+          subject_type: "test",
+          subject_id: a1.reference.id,
+          state: "capture",
+          source: "ledger_capture",
+          source_ref: THIS_TRANSACTION,
+          amount_micros: split.capturedMicros,
+          currency: "USDC",
+        },
+      ];
+    await expect(together([evidenced, release(b1)])).rejects.toThrow(/account of the post does not exist/);
     await unchanged();
+    expect(await db()("payment_evidence").where({ subject_id: a1.reference.id })).toEqual([]);
     await payable(seller);
 
     // A hold that holds something else than its caller's records say.
