@@ -88,6 +88,26 @@ const release = (hold: AgentMovement, idempotencyKey = key("release")): HoldOutc
   release: { ...holdOf(hold), idempotencyKey },
 });
 
+/** The capture with one evidence row of its hold's subject, naming the capture's own transaction. */
+function withCaptureEvidence(outcome: HoldOutcome, hold: AgentMovement): HoldOutcome {
+  if ("capture" in outcome)
+    outcome.capture.evidence = (split) => [
+      {
+        agent_id: hold.agentId,
+        invocation_id: null,
+        subject_type: "test",
+        subject_id: hold.reference.id,
+        state: "capture",
+        source: "ledger_capture",
+        source_ref: THIS_TRANSACTION,
+        amount_micros: split.capturedMicros,
+        currency: "USDC",
+        details: { seller_micros: split.sellerMicros.toString() },
+      },
+    ];
+  return outcome;
+}
+
 const together = (outcomes: HoldOutcome[], before?: (trx: Knex.Transaction) => Promise<unknown>) =>
   db().transaction((trx) => resolveHoldsTogether(outcomes, trx, before?.(trx)));
 
@@ -99,23 +119,7 @@ describe("holds resolved together", () => {
     await payable(seller);
     const [a1, a2, b1] = [await held(a, 300n), await held(a, 200n), await held(b, 400n)];
     const keys = [key("capture"), key("capture"), key("release")];
-    const evidenced: HoldOutcome = capture(a1, seller, 300n, keys[0]);
-    if ("capture" in evidenced) {
-      evidenced.capture.evidence = (split) => [
-        {
-          agent_id: a,
-          invocation_id: null,
-          subject_type: "test",
-          subject_id: a1.reference.id,
-          state: "capture",
-          source: "ledger_capture",
-          source_ref: THIS_TRANSACTION,
-          amount_micros: split.capturedMicros,
-          currency: "USDC",
-          details: { seller_micros: split.sellerMicros.toString() },
-        },
-      ];
-    }
+    const evidenced = withCaptureEvidence(capture(a1, seller, 300n, keys[0]), a1);
 
     const results = await together([evidenced, capture(a2, seller, 100n, keys[1]), release(b1, keys[2])]);
 
@@ -175,21 +179,7 @@ describe("holds resolved together", () => {
 
     // An account on first use (the seller's payable): the two-step post alone creates it. The capture's
     // evidence is not written either.
-    const evidenced = capture(a1, seller, 300n, good);
-    if ("capture" in evidenced)
-      evidenced.capture.evidence = (split) => [
-        {
-          agent_id: a,
-          invocation_id: null,
-          subject_type: "test",
-          subject_id: a1.reference.id,
-          state: "capture",
-          source: "ledger_capture",
-          source_ref: THIS_TRANSACTION,
-          amount_micros: split.capturedMicros,
-          currency: "USDC",
-        },
-      ];
+    const evidenced = withCaptureEvidence(capture(a1, seller, 300n, good), a1);
     await expect(together([evidenced, release(b1)])).rejects.toThrow(/account of the post does not exist/);
     await unchanged();
     expect(await db()("payment_evidence").where({ subject_id: a1.reference.id })).toEqual([]);
