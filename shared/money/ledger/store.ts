@@ -519,22 +519,21 @@ export async function writeTransactionInFlight(q: Db, post: InFlightPost): Promi
     }
     bindings.push(leg.amountMicros.toString());
   });
+  // The `post` CTE's one row, in its columns' order (postDocument's fields, the metadata as text).
   const p = postDocument(post, 0);
   bindings.push(
-    ...[
-      p.post,
-      p.kind,
-      p.idempotency_key,
-      p.reference_type,
-      p.reference_id,
-      JSON.stringify(p.metadata),
-      p.hold_key,
-      p.hold_amount,
-      p.hold_owner,
-      p.hold_currency,
-      p.hold_reference_type,
-      p.hold_reference_id,
-    ],
+    p.post,
+    p.kind,
+    p.idempotency_key,
+    p.reference_type,
+    p.reference_id,
+    JSON.stringify(p.metadata),
+    p.hold_key,
+    p.hold_amount,
+    p.hold_owner,
+    p.hold_currency,
+    p.hold_reference_type,
+    p.hold_reference_id,
   );
   const evidence = post.evidence ?? [];
   bindings.push(...insertWithTransactionValues(evidence));
