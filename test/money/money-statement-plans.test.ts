@@ -4,7 +4,11 @@ import { closeDb, db } from "../../shared/db/knex.js";
 import { appendEvidence, THIS_TRANSACTION } from "../../shared/money/evidence/store.js";
 import { assertCustodyOpenForShare, readCustody } from "../../shared/money/gate/store.js";
 import { captureHold, creditDeposit, holdFunds, releaseHold } from "../../shared/money/ledger/flows.js";
-import { writeTransactionInFlight, writeTransactionsInFlight } from "../../shared/money/ledger/store.js";
+import {
+  type InFlightPost,
+  writeTransactionInFlight,
+  writeTransactionsInFlight,
+} from "../../shared/money/ledger/store.js";
 import { buildAgent } from "../helpers/factories.js";
 import { holdOf } from "../helpers/money.js";
 
@@ -83,12 +87,13 @@ describe("the paid call's money statements", () => {
           owner: string | null,
           kind: "agent_available" | "agent_held" | "seller_payable" | "platform_revenue",
         ) => ({ owner, kind, currency: "USDC" as const });
-        await writeTransactionInFlight(trx, {
+        // A hold of 1,000 from the buyer as a post in flight, with its authorization evidence.
+        const holdInFlight = (paid: ReturnType<typeof subject>, idempotencyKey: string): InFlightPost => ({
           row: {
             kind: "hold",
-            idempotency_key: flownHold,
+            idempotency_key: idempotencyKey,
             reference_type: "test",
-            reference_id: flown.subject_id,
+            reference_id: paid.subject_id,
             metadata: {},
           },
           legs: [
@@ -96,8 +101,9 @@ describe("the paid call's money statements", () => {
             { account: account(buyer.agentId, "agent_held"), amountMicros: 1_000n },
           ],
           resolves: null,
-          evidence: [{ ...flown, state: "authorization", source: "test", source_ref: THIS_TRANSACTION }],
+          evidence: [{ ...paid, state: "authorization", source: "test", source_ref: THIS_TRANSACTION }],
         });
+        await writeTransactionInFlight(trx, holdInFlight(flown, flownHold));
         await writeTransactionInFlight(trx, {
           row: {
             kind: "capture",
@@ -130,21 +136,7 @@ describe("the paid call's money statements", () => {
         const pair = [subject(), subject()];
         await writeTransactionsInFlight(
           trx,
-          pair.map((p) => ({
-            row: {
-              kind: "hold",
-              idempotency_key: key("hold"),
-              reference_type: "test",
-              reference_id: p.subject_id,
-              metadata: {},
-            },
-            legs: [
-              { account: account(buyer.agentId, "agent_available"), amountMicros: -1_000n },
-              { account: account(buyer.agentId, "agent_held"), amountMicros: 1_000n },
-            ],
-            resolves: null,
-            evidence: [{ ...p, state: "authorization", source: "test", source_ref: THIS_TRANSACTION }],
-          })),
+          pair.map((p) => holdInFlight(p, key("hold"))),
         );
         // As the other money paths: a movement, then its evidence appended (one row, then two).
         const other = subject();

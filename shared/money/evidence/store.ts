@@ -74,20 +74,40 @@ function insertText(rows: number): string {
   return sql;
 }
 
-/** A new row's values in EVIDENCE_COLUMNS' order, as bindings. */
+/** Each column's SQL type: how a VALUES binding is cast, and how a JSON array's field is read. */
+const EVIDENCE_TYPES: Record<(typeof EVIDENCE_COLUMNS)[number], string> = {
+  agent_id: "uuid",
+  invocation_id: "uuid",
+  subject_type: "text",
+  subject_id: "text",
+  state: "evidence_state",
+  source: "text",
+  source_ref: "text",
+  amount_micros: "bigint",
+  currency: "text",
+  details: "jsonb",
+};
+
+/** A new row's fields, one per column: the amount as a string, the details as they are. */
+function evidenceFields(e: NewEvidence) {
+  return {
+    agent_id: e.agent_id,
+    invocation_id: e.invocation_id ?? null,
+    subject_type: e.subject_type,
+    subject_id: e.subject_id,
+    state: e.state,
+    source: e.source,
+    source_ref: e.source_ref,
+    amount_micros: e.amount_micros?.toString() ?? null,
+    currency: e.currency ?? null,
+    details: e.details ?? {},
+  };
+}
+
+/** A new row's values in EVIDENCE_COLUMNS' order, as bindings (the details as JSON text). */
 function evidenceValues(e: NewEvidence): (string | null)[] {
-  return [
-    e.agent_id,
-    e.invocation_id ?? null,
-    e.subject_type,
-    e.subject_id,
-    e.state,
-    e.source,
-    e.source_ref,
-    e.amount_micros?.toString() ?? null,
-    e.currency ?? null,
-    JSON.stringify(e.details ?? {}),
-  ];
+  const fields = evidenceFields(e);
+  return EVIDENCE_COLUMNS.map((c) => (c === "details" ? JSON.stringify(fields.details) : fields[c]));
 }
 
 /** As an evidence row's source_ref: the ledger transaction that the same statement writes (its id is the database's). */
@@ -125,13 +145,7 @@ export function insertWithTransaction(n: number): string {
   let sql = withTransactionTexts.get(n);
   if (!sql) {
     // VALUES types its columns by their first row: the casts give each the target column's type.
-    const casts = {
-      agent_id: "::uuid",
-      invocation_id: "::uuid",
-      amount_micros: "::bigint",
-      details: "::jsonb",
-    };
-    const values = `(?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => `?${casts[c as keyof typeof casts] ?? ""}`).join(", ")})`;
+    const values = `(?::int, ?::boolean, ${EVIDENCE_COLUMNS.map((c) => `?::${EVIDENCE_TYPES[c]}`).join(", ")})`;
     sql = `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
        select ${selectedFrom("tx.id")}
          from tx cross join (values ${Array(n).fill(values).join(", ")})
@@ -165,9 +179,7 @@ export function insertWithPostsFromJson(parameter: string): string {
   return `insert into payment_evidence (${EVIDENCE_COLUMNS.join(", ")})
        select ${selectedFrom("txp.id")}
          from txp join jsonb_to_recordset(${parameter}) as v (
-                post int, ord int, names_tx boolean, agent_id uuid, invocation_id uuid, subject_type text,
-                subject_id text, state evidence_state, source text, source_ref text, amount_micros bigint,
-                currency text, details jsonb
+                post int, ord int, names_tx boolean, ${EVIDENCE_COLUMNS.map((c) => `${c} ${EVIDENCE_TYPES[c]}`).join(", ")}
               ) on v.post = txp.post
         order by v.post, v.ord
        on conflict (subject_type, subject_id, state) do nothing`;
@@ -177,21 +189,8 @@ export function insertWithPostsFromJson(parameter: string): string {
 export function evidenceDocument(rows: readonly PostEvidence[], post: number): Record<string, unknown>[] {
   return rows.map((e, ord) => {
     const namesTx = e.source_ref === THIS_TRANSACTION;
-    return {
-      post,
-      ord,
-      names_tx: namesTx,
-      agent_id: e.agent_id,
-      invocation_id: e.invocation_id ?? null,
-      subject_type: e.subject_type,
-      subject_id: e.subject_id,
-      state: e.state,
-      source: e.source,
-      source_ref: namesTx ? null : (e.source_ref as string | null),
-      amount_micros: e.amount_micros?.toString() ?? null,
-      currency: e.currency ?? null,
-      details: e.details ?? {},
-    };
+    const source_ref = namesTx ? null : (e.source_ref as string | null);
+    return { post, ord, names_tx: namesTx, ...evidenceFields({ ...e, source_ref }) };
   });
 }
 

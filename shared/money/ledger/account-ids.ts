@@ -48,8 +48,3 @@ export function learnAccountIds(
 export function forgetAccountIds(): void {
   known.clear();
 }
-
-/** How many ids are kept (tests). */
-export function knownAccountIdCount(): number {
-  return known.size;
-}

@@ -140,8 +140,9 @@ function holdPost(m: AgentMovement): PostTransactionInput {
  * Holds for several paid calls in the caller's transaction, in one flight that ends it, all or nothing
  * (postTogether): behind `before`, one lock of every account they move, the holds' writes, their
  * withWrite statements, the group's withWrites, and the COMMIT. A movement's own `before`,
- * commitWithWrite and oneFlight are the group's here, so it gives none. On any failure (short funds included) nothing is written and the
- * error is thrown as it is: the caller then holds for each call alone (holdFunds), which answers it.
+ * commitWithWrite and oneFlight are the group's here, so it gives none. On any failure (short funds
+ * included) nothing is written and the error is thrown as it is: the caller then holds for each call
+ * alone (holdFunds), which answers it.
  */
 export async function holdFundsTogether(
   movements: readonly AgentMovement[],
@@ -257,8 +258,9 @@ export type HoldOutcome = { capture: CaptureRequest } | { release: HoldResolutio
  * Captures or releases several holds in the caller's transaction, in one flight that ends it, all or
  * nothing (postTogether): behind `before`, one lock of every account they move, their writes, their
  * withWrite statements, the group's withWrites, and the COMMIT. A request's own `before`,
- * commitWithWrite and oneFlight are the group's here, so it gives none. On any failure nothing is written and the error is thrown:
- * the caller then resolves each hold alone (captureHold, releaseHold), which answers it.
+ * commitWithWrite and oneFlight are the group's here, so it gives none. On any failure nothing is
+ * written and the error is thrown: the caller then resolves each hold alone (captureHold,
+ * releaseHold), which answers it.
  */
 export async function resolveHoldsTogether(
   outcomes: readonly HoldOutcome[],
