@@ -39,6 +39,7 @@ export interface Config {
   validateResponses: boolean;
   outboundAllowlist: readonly string[];
   featuredPerSeller: number;
+  catalogSearchMatchCap: number;
   platformSigningKey: string | undefined;
   healthProbeIntervalMs: number;
   healthProbeJitterMs: number;
@@ -469,6 +470,13 @@ export const SETTINGS = {
     "most listings of one seller in the featured lane",
     1,
     100,
+  ),
+  catalogSearchMatchCap: int(
+    "CATALOG_SEARCH_MATCH_CAP",
+    1000,
+    'most listings a catalog search ranks and counts; past it `total` is this number with `total_relation` "gte"',
+    20,
+    1_000_000,
   ),
   platformSigningKey: ed25519Key(
     "PLATFORM_SIGNING_KEY",

@@ -41,6 +41,8 @@ export interface CatalogView {
   limit: number;
   offset: number;
   total: number;
+  /** More listings match than the search ranked: the total is a lower bound ("1000+"). */
+  totalIsLowerBound: boolean;
   hasMore: boolean;
   listings: {
     id: string;
@@ -76,7 +78,7 @@ export function catalogBody(v: CatalogView): Html {
   )}</select></label>
 <button type="submit">Search</button>
 </form>
-<p class="muted" role="status">${v.total === 0 ? "No listings match." : `Listings ${first}–${v.offset + v.listings.length} of ${v.total}`}</p>
+<p class="muted" role="status">${v.total === 0 ? "No listings match." : `Listings ${first}–${v.offset + v.listings.length} of ${v.total}${v.totalIsLowerBound ? "+ (narrow the search to see the rest)" : ""}`}</p>
 ${
   v.listings.length
     ? html`<div class="table-wrap" tabindex="0" role="region" aria-label="Scrollable table"><table><caption class="muted">Listings in the ${v.lane} lane</caption>

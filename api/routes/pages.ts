@@ -80,6 +80,7 @@ const catalogRoute = defineRoute({
         limit: PAGE_SIZE,
         offset,
         total: result.total,
+        totalIsLowerBound: result.total_relation === "gte",
         hasMore: result.has_more,
         listings,
       }),

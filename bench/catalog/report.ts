@@ -1,5 +1,6 @@
 import os from "node:os";
 import type { Knex } from "knex";
+import { getConfig } from "../../shared/config.js";
 import { fixed, type PostgresServer, table, withPgClient } from "../lib.js";
 import type { PerQuery, Result, Scenario } from "./scenarios.js";
 import {
@@ -25,6 +26,9 @@ export function printMachine(server: PostgresServer, version: string): void {
   log(`  node: ${process.version}`);
   log(`  postgres: ${server.label}/${DATABASE}, ${version}`);
   log(`  knex pool max ${POOL_MAX}; ${SECONDS} s per run; every query once as warm-up`);
+  log(
+    `  search ranks and counts at most ${getConfig().catalogSearchMatchCap} matches (CATALOG_SEARCH_MATCH_CAP; "capped %": searches past it)`,
+  );
   log();
 }
 
@@ -43,6 +47,7 @@ export function printResults(results: Result[]): void {
         "calls/s",
         "avg rows",
         "0 rows %",
+        "capped %",
       ],
       results.map((r) => [
         r.scenario.name,
@@ -55,6 +60,7 @@ export function printResults(results: Result[]): void {
         fixed(r.callsPerSecond, 0),
         fixed(r.avgRows, 1),
         fixed(r.zeroRowPct, 1),
+        fixed(r.cappedPct, 1),
       ]),
     ),
   );

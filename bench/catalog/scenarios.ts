@@ -1,10 +1,13 @@
 import type { Knex } from "knex";
 import {
+  browseListings,
   findActiveByTaskAlias,
   type Lane,
+  type LanePage,
   type ListingSearch,
   searchListings,
 } from "../../shared/catalog/index.js";
+import { getConfig } from "../../shared/config.js";
 import { percentile } from "../lib.js";
 import { between, pick, rng, shuffled } from "./random.js";
 import { loud } from "./settings.js";
@@ -95,8 +98,11 @@ export async function aliasQueries(knex: Knex): Promise<string[]> {
 export interface Scenario {
   name: string;
   queries: readonly string[];
-  /** Runs one query; answers how many rows came back and how many matched in all. */
-  call(knex: Knex, query: string): Promise<{ rows: number; total: number }>;
+  /**
+   * Runs one query; answers how many rows came back, how many matched in all, and whether more matched
+   * than search ranks (the catalog's match cap: then total is that cap).
+   */
+  call(knex: Knex, query: string): Promise<{ rows: number; total: number; capped?: boolean }>;
 }
 
 export interface PerQuery {
@@ -118,6 +124,7 @@ export interface Result {
   callsPerSecond: number;
   avgRows: number;
   zeroRowPct: number;
+  cappedPct: number;
   perQuery: Map<string, PerQuery>;
 }
 
@@ -126,9 +133,16 @@ export function searchScenario(queries: readonly string[], lane: Lane, limit: nu
     name: `search lane=${lane} limit=${limit}`,
     queries,
     async call(knex, search) {
-      const query: ListingSearch = { search, lane, limit, offset: 0, featuredPerSeller: 3 };
-      const { rows, total } = await searchListings(knex, query);
-      return { rows: rows.length, total };
+      const query: ListingSearch = {
+        search,
+        lane,
+        limit,
+        offset: 0,
+        featuredPerSeller: 3,
+        matchCap: getConfig().catalogSearchMatchCap,
+      };
+      const { rows, total, totalRelation } = await searchListings(knex, query);
+      return { rows: rows.length, total, capped: totalRelation === "gte" };
     },
   };
 }
@@ -139,14 +153,14 @@ export function browseScenario(lane: Lane, limit: number): Scenario {
     name: `browse lane=${lane} limit=${limit}`,
     queries: [ALL_CATEGORIES, ...CATEGORY_NAMES],
     async call(knex, category) {
-      const query: ListingSearch = {
+      const query: LanePage = {
         category: category === ALL_CATEGORIES ? undefined : category,
         lane,
         limit,
         offset: 0,
         featuredPerSeller: 3,
       };
-      const { rows, total } = await searchListings(knex, query);
+      const { rows, total } = await browseListings(knex, query);
       return { rows: rows.length, total };
     },
   };
@@ -178,17 +192,19 @@ export async function run(
   let next = 0;
   let rowsTotal = 0;
   let zeroRows = 0;
+  let capped = 0;
   const started = performance.now();
   const deadline = started + seconds * 1000;
   const worker = async () => {
     while (performance.now() < deadline) {
       const query = order[next++ % order.length]!;
       const t0 = performance.now();
-      const { rows, total } = await scenario.call(knex, query);
+      const { rows, total, capped: wasCapped } = await scenario.call(knex, query);
       const ms = performance.now() - t0;
       latencies.push(ms);
       rowsTotal += rows;
       if (rows === 0) zeroRows += 1;
+      if (wasCapped) capped += 1;
       const stats = perQuery.get(query) ?? { calls: 0, totalMs: 0, maxMs: 0, rows, total };
       stats.calls += 1;
       stats.totalMs += ms;
@@ -210,6 +226,7 @@ export async function run(
     callsPerSecond: latencies.length / elapsed,
     avgRows: rowsTotal / Math.max(1, latencies.length),
     zeroRowPct: (100 * zeroRows) / Math.max(1, latencies.length),
+    cappedPct: (100 * capped) / Math.max(1, latencies.length),
     perQuery,
   };
 }

@@ -60,18 +60,20 @@ export async function catalogPage(query: Static<typeof CatalogQuery>) {
   const lane: Lane = query.visibility ?? "registry";
   const limit = query.limit ?? 100;
   const offset = query.offset ?? 0;
-  const { rows, total } = await searchListings(db(), {
+  const { rows, total, totalRelation } = await searchListings(db(), {
     search: query.search,
     category: query.category,
     lane,
     limit,
     offset,
     featuredPerSeller: getConfig().featuredPerSeller,
+    matchCap: getConfig().catalogSearchMatchCap,
   });
   const gate = await readGate();
   return {
     capabilities: await listingRecords(rows, gate),
     total,
+    total_relation: totalRelation,
     limit,
     offset,
     has_more: offset + rows.length < total,

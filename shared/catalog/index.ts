@@ -29,8 +29,8 @@ export { changeListing, publishListing, retireOwnListing, sellerStatus } from ".
 export { downgradeStake, postStake, releaseStake, stakeView } from "./stake.js";
 export { CATALOG_GENERATION_SQL, CATALOG_MOVED, catalogUnmoved } from "./store/generation.js";
 export { activeListingIdsAfter, recordProbe } from "./store/health-probes.js";
-export type { ListingSearch } from "./store/listing-search.js";
-export { searchListings } from "./store/listing-search.js";
+export type { LanePage, ListingSearch } from "./store/listing-search.js";
+export { browseListings, searchListings } from "./store/listing-search.js";
 export type { RecentCallStats } from "./store/listing-stats.js";
 export { readListingStats, readRecentCallStats } from "./store/listing-stats.js";
 export type { Lane, ListingRow, TaskListings, VerificationStatus } from "./store/listings.js";

@@ -216,6 +216,15 @@ const Availability = Type.Object(
 export const ListingPage = Type.Object({
   capabilities: Type.Array(ListingRecordSchema),
   total: Type.Integer(),
+  /**
+   * Not in the interface spec (its total is a bare integer): "eq" when total counts every match, "gte"
+   * when search words matched more listings than a search ranks (CATALOG_SEARCH_MATCH_CAP) and total is
+   * that cap. Elasticsearch's hits.total.relation, by name and meaning.
+   */
+  total_relation: Type.Union([Type.Literal("eq"), Type.Literal("gte")], {
+    description:
+      '"eq": total counts every matching listing. "gte": search words matched more listings than a search ranks (CATALOG_SEARCH_MATCH_CAP, default 1000); total is that number, and the pages hold that many of the matches, ranked. Narrow the words or add a category to reach the rest.',
+  }),
   limit: Type.Integer(),
   offset: Type.Integer(),
   has_more: Type.Boolean(),

@@ -1,4 +1,4 @@
-import { type Lane, searchListings } from "../catalog/index.js";
+import { browseListings, type Lane } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
 import { formatUsdc, micros } from "../kernel/money.js";
@@ -15,7 +15,7 @@ export async function machineCatalog(
   const lane = page.lane ?? "registry";
   const limit = page.limit ?? 100;
   const offset = page.offset ?? 0;
-  const { rows, total } = await searchListings(db(), {
+  const { rows, total } = await browseListings(db(), {
     lane,
     limit,
     offset,

@@ -1,4 +1,4 @@
-import { type ListingRow, requireListing, searchListings } from "../catalog/index.js";
+import { browseListings, type ListingRow, requireListing } from "../catalog/index.js";
 import { USDC_EIP712 } from "../chain/eip3009.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
@@ -120,7 +120,7 @@ function catalogEntry(listing: ListingRow, gateOpen: boolean) {
 /** GET /api/x402/listings: paid and free invokable listings, price in atomic units, the invoke URL. */
 export async function x402Listings(page: { limit: number; offset: number }) {
   const gate = await gateView();
-  const { rows, total } = await searchListings(db(), {
+  const { rows, total } = await browseListings(db(), {
     lane: "registry",
     limit: page.limit,
     offset: page.offset,

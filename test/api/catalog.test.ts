@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getConfig, overrideConfig } from "../../shared/config.js";
 import { db } from "../../shared/db/knex.js";
 import { buildAgent, buildListing } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
@@ -75,7 +76,7 @@ describe("GET /api/capabilities search, filters and paging", () => {
 
   it("pages with limit/offset, total and has_more", async () => {
     const first = await search({ limit: "3", offset: "0" });
-    expect(first).toMatchObject({ total: 7, limit: 3, offset: 0, has_more: true });
+    expect(first).toMatchObject({ total: 7, total_relation: "eq", limit: 3, offset: 0, has_more: true });
     expect(first.capabilities).toHaveLength(3);
     const last = await search({ limit: "3", offset: "6" });
     expect(last).toMatchObject({ total: 7, has_more: false });
@@ -90,6 +91,25 @@ describe("GET /api/capabilities search, filters and paging", () => {
       ].map((c: { id: string }) => c.id),
     );
     expect(all.size).toBe(7);
+  });
+
+  it("past the match cap: total is the cap, total_relation gte, and the pages end there", async () => {
+    const cap = getConfig().catalogSearchMatchCap;
+    overrideConfig({ catalogSearchMatchCap: 5 });
+    try {
+      const first = await search({ limit: "3", offset: "0" });
+      expect(first).toMatchObject({ total: 5, total_relation: "gte", has_more: true });
+      const second = await search({ limit: "3", offset: "3" });
+      expect(second).toMatchObject({ total: 5, total_relation: "gte", has_more: false });
+      expect(second.capabilities).toHaveLength(2);
+      const ids = [...first.capabilities, ...second.capabilities].map((c: { id: string }) => c.id);
+      expect(new Set(ids).size).toBe(5);
+      // Exactly as many as the cap: every match counted, so the total is exact.
+      overrideConfig({ catalogSearchMatchCap: 7 });
+      expect(await search({})).toMatchObject({ total: 7, total_relation: "eq", has_more: false });
+    } finally {
+      overrideConfig({ catalogSearchMatchCap: cap });
+    }
   });
 
   it.each([

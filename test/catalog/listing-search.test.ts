@@ -1,7 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { pick, rng } from "../../bench/catalog/random.js";
-import { categoryCounts, searchListings } from "../../shared/catalog/store/listing-search.js";
+import {
+  categoryCounts,
+  pageSql,
+  searchListings,
+  searchStatement,
+} from "../../shared/catalog/store/listing-search.js";
 import { type Lane, retireListing, updateListing } from "../../shared/catalog/store/listings.js";
 import { db } from "../../shared/db/knex.js";
 import { buildAgent, buildListing } from "../helpers/factories.js";
@@ -192,9 +197,11 @@ describe("search over listing_search", () => {
             limit,
             offset,
             featuredPerSeller: 3,
+            matchCap: 1000,
           });
           const before = await previousSearch(lane, category, search, ts, limit, offset);
           expect(now.rows.map((r) => r.id)).toEqual(before.ids);
+          expect(now.totalRelation).toBe("eq");
           if (before.total !== undefined) expect(now.total).toBe(before.total);
           // Past the last page: no rows, and still the exact total.
           else expect(now.total).toBe((await previousSearch(lane, category, search, ts, 200, 0)).ids.length);
@@ -203,6 +210,99 @@ describe("search over listing_search", () => {
       }
     }
     expect(compared).toBeGreaterThan(300);
+  });
+});
+
+interface PlanNode {
+  "Relation Name"?: string;
+  "Actual Rows": number;
+  Plans?: PlanNode[];
+}
+
+function planNodes(node: PlanNode): PlanNode[] {
+  return [node, ...(node.Plans ?? []).flatMap(planNodes)];
+}
+
+describe("search past its match cap", () => {
+  it("ranks and counts the first matchCap matches: total is the cap, the pages hold them ranked", async () => {
+    const category = `cap-${randomBytes(4).toString("hex")}`;
+    const seller = await buildAgent("seller");
+    for (let i = 0; i < 30; i++) {
+      await buildListing({
+        endpointUrl: URL,
+        category,
+        sellerId: seller.agentId,
+        // A third hold the word in the name (rank weight A), the rest in the description only (C).
+        name: i % 3 === 0 ? `kappa tool ${i}` : `other tool ${i}`,
+        description: i % 3 === 0 ? "a tool" : `kappa ${"kappa ".repeat(i % 4)}tool`,
+      });
+    }
+    const search = (matchCap: number, limit: number, offset: number) =>
+      searchListings(db(), {
+        search: "kappa",
+        category,
+        lane: "registry",
+        limit,
+        offset,
+        featuredPerSeller: 3,
+        matchCap,
+      });
+
+    const whole = await search(10, 100, 0);
+    expect(whole).toMatchObject({ total: 10, totalRelation: "gte" });
+    expect(whole.rows).toHaveLength(10);
+    // Pages over the capped set: the same ten, in the same order, and nothing past the cap.
+    const paged = [
+      ...(await search(10, 4, 0)).rows,
+      ...(await search(10, 4, 4)).rows,
+      ...(await search(10, 4, 8)).rows,
+    ];
+    expect(paged.map((r) => r.id)).toEqual(whole.rows.map((r) => r.id));
+    expect(await search(10, 4, 12)).toMatchObject({ rows: [], total: 10, totalRelation: "gte" });
+    // The ten are ranked as the uncapped search ranks them.
+    const { rows: ranked } = await db().raw(
+      `select s.listing_id as id from listing_search s
+        where s.listing_id = any(?::uuid[])
+        order by ts_rank(s.search_vector, to_tsquery('simple', 'kappa:*')) desc, s.featured desc, s.created_at, s.listing_id`,
+      [whole.rows.map((r) => r.id)],
+    );
+    expect(whole.rows.map((r) => r.id)).toEqual(ranked.map((r: { id: string }) => r.id));
+
+    // At or above the number of matches every match is ranked and counted exactly.
+    const exact = await search(30, 100, 0);
+    expect(exact).toMatchObject({ total: 30, totalRelation: "eq" });
+    expect(exact.rows.map((r) => r.id)).toEqual(
+      (await previousSearch("registry", category, "kappa", "kappa:*", 100, 0)).ids,
+    );
+    expect(await search(29, 100, 0)).toMatchObject({ total: 29, totalRelation: "gte" });
+    // Read again, the capped set is the same: a page after another stays in one ranking.
+    expect(await search(10, 100, 0).then((p) => p.rows.map((r) => r.id))).toEqual(
+      whole.rows.map((r) => r.id),
+    );
+
+    // The scan stops at the cut: it yields matchCap + 1 rows, not all 30 (the CTE is read lazily).
+    const statement = searchStatement(
+      db(),
+      {
+        search: "kappa",
+        category,
+        lane: "registry",
+        limit: 20,
+        offset: 0,
+        featuredPerSeller: 3,
+        matchCap: 10,
+      },
+      "kappa",
+    )!;
+    const { rows: explained } = await db().raw(
+      `explain (analyze, format json) ${pageSql(statement)}`,
+      statement.bindings,
+    );
+    const scans = planNodes(explained[0]["QUERY PLAN"][0].Plan).filter(
+      (n) => n["Relation Name"] === "listing_search",
+    );
+    expect(scans.length).toBeGreaterThan(0);
+    for (const scan of scans) expect(scan["Actual Rows"]).toBe(11);
   });
 });
 

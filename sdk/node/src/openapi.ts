@@ -5337,6 +5337,8 @@ export interface operations {
                             };
                         }[];
                         total: number;
+                        /** @description "eq": total counts every matching listing. "gte": search words matched more listings than a search ranks (CATALOG_SEARCH_MATCH_CAP, default 1000); total is that number, and the pages hold that many of the matches, ranked. Narrow the words or add a category to reach the rest. */
+                        total_relation: "eq" | "gte";
                         limit: number;
                         offset: number;
                         has_more: boolean;
@@ -6490,6 +6492,8 @@ export interface operations {
                             };
                         }[];
                         total: number;
+                        /** @description "eq": total counts every matching listing. "gte": search words matched more listings than a search ranks (CATALOG_SEARCH_MATCH_CAP, default 1000); total is that number, and the pages hold that many of the matches, ranked. Narrow the words or add a category to reach the rest. */
+                        total_relation: "eq" | "gte";
                         limit: number;
                         offset: number;
                         has_more: boolean;

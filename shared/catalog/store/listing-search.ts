@@ -6,9 +6,10 @@ import { type Lane, LISTING_COLUMNS, type ListingRow, withoutUnavailableTools } 
 // listing_search, the narrow copy of the registry lane's listings kept by a trigger (migrations
 // 20261127000100, …0110). Order: ts_rank for search words, then featured, then oldest; without search
 // words every rank is equal, so the order is featured, then oldest (docs/catalog.md "Search rows").
+// Search words rank and count at most `matchCap` matches (docs/catalog.md "Broad words").
 
-export interface ListingSearch {
-  search?: string;
+/** A page of one lane, in a category if asked. */
+export interface LanePage {
   category?: string;
   lane: Lane;
   limit: number;
@@ -17,9 +18,18 @@ export interface ListingSearch {
   featuredPerSeller: number;
 }
 
+export interface ListingSearch extends LanePage {
+  search?: string;
+  /** Search words: the most matches ranked and counted; past it the total is a lower bound. */
+  matchCap: number;
+}
+
 export interface SearchPage {
   rows: ListingRow[];
+  /** The number of matches, or `matchCap` when there are more (`totalRelation` "gte"). */
   total: number;
+  /** "eq": total is exact; "gte": more listings match than were ranked (Elasticsearch's word). */
+  totalRelation: "eq" | "gte";
 }
 
 /** Search terms → a prefix tsquery over the 'simple' vector ("doc pars" finds "document parse"). */
@@ -42,10 +52,7 @@ const MIN_SUBSTRING_LENGTH = 3;
  * verdict or runtime proof (a successful call): search_lane. Featured = search, curated (featured), at
  * most featuredPerSeller per seller, the oldest first.
  */
-function laneRows(
-  q: Db,
-  c: Pick<ListingSearch, "lane" | "category" | "featuredPerSeller">,
-): Knex.QueryBuilder {
+function laneRows(q: Db, c: Pick<LanePage, "lane" | "category" | "featuredPerSeller">): Knex.QueryBuilder {
   const rows = withoutUnavailableTools(q("listing_search as s"), "s.tool_id");
   // A bare boolean, so the planner can prove the partial indexes' `where search_lane`.
   if (c.lane !== "registry") rows.whereRaw("s.search_lane");
@@ -76,22 +83,41 @@ export async function categoryCounts(q: Db): Promise<{ category: string; listing
   return rows.map((r) => ({ category: r.category, listings: Number(r.n) }));
 }
 
-/** One catalog page and the exact number of listings that match. */
+/** One catalog page and the number of listings that match (exact unless search words match more than matchCap). */
 export async function searchListings(q: Db, c: ListingSearch): Promise<SearchPage> {
-  return c.search ? rankedSearch(q, c, c.search) : browse(q, c);
+  return c.search ? rankedSearch(q, c, c.search) : browseListings(q, c);
 }
 
 /**
- * Search words: match, rank and count in one round trip. Matching, ranking and counting run over
- * listing_search (about half a listing's width), so a broad word's ~25,000 matches read half the pages;
- * only the page's rows are then read in full.
+ * Search words: match, rank and count in one round trip, over listing_search (about half a listing's
+ * width); only the page's rows are then read in full.
  */
 async function rankedSearch(q: Db, c: ListingSearch, search: string): Promise<SearchPage> {
+  const statement = searchStatement(q, c, search);
+  if (!statement) return { rows: [], total: 0, totalRelation: "eq" };
+  const { rows, total } = await pageAndTotal(q, statement);
+  return total > c.matchCap
+    ? { rows, total: c.matchCap, totalRelation: "gte" }
+    : { rows, total, totalRelation: "eq" };
+}
+
+/**
+ * The statement of a search with words (undefined when the words hold nothing to match), with at most
+ * matchCap + 1 matches ranked and counted. Ranking and an exact count must visit every match, 30–60 ms
+ * for a broad word's 25,000 at 100,000 listings (docs/catalog.md "Broad words"). So `m` is planned as
+ * for every match — the exact search's plan, a bitmap scan for all but the broadest words — and `cut`
+ * reads it lazily: PostgreSQL runs a CTE only as far as its reader pulls, so the scan stops at the
+ * (matchCap + 1)th match, in the order the scan yields them (the table's), not by rank. A LIMIT inside
+ * `m` would instead let the planner pick a sequential scan that stops early, which hinges on its row
+ * estimate: a word estimated broad but matching a few rows would scan the whole table.
+ * test/catalog/listing-search.test.ts explains it and checks the scan stops.
+ */
+export function searchStatement(q: Db, c: ListingSearch, search: string): PageStatement | undefined {
   const ts = tsQuery(search);
   const needle = search.trim().toLowerCase();
   const substring =
     needle.length >= MIN_SUBSTRING_LENGTH ? `%${needle.replace(/[\\%_]/g, (m) => `\\${m}`)}%` : undefined;
-  if (!ts && !substring) return { rows: [], total: 0 };
+  if (!ts && !substring) return undefined;
   const matches = laneRows(q, c)
     .select(
       "s.listing_id as id",
@@ -106,14 +132,15 @@ async function rankedSearch(q: Db, c: ListingSearch, search: string): Promise<Se
       if (substring) w.orWhereRaw("s.name_lower like ?", [substring]);
     })
     .toSQL();
-  return pageAndTotal(
-    q,
-    `m as materialized (${matches.sql}),
-     page as (select * from m order by rank desc, featured desc, created_at, id limit ? offset ?),
-     total as (select count(*) as n from m)`,
-    [...matches.bindings, c.limit, c.offset],
-    "page.rank desc, page.featured desc, page.created_at, page.id",
-  );
+  return {
+    ctes: `m as materialized (${matches.sql}),
+     cut as materialized (select * from m limit ?),
+     ranked as (select * from cut limit ?),
+     page as (select * from ranked order by rank desc, featured desc, created_at, id limit ? offset ?),
+     total as (select count(*) as n from cut)`,
+    bindings: [...matches.bindings, c.matchCap + 1, c.matchCap, c.limit, c.offset],
+    order: "page.rank desc, page.featured desc, page.created_at, page.id",
+  };
 }
 
 /**
@@ -123,7 +150,7 @@ async function rankedSearch(q: Db, c: ListingSearch, search: string): Promise<Se
  * listing_search_count_idx (migrations/20261128000100), instead of ranking and sorting the whole lane
  * as a search does (~70 ms for 93,000 listings). Both in one round trip; the count is exact.
  */
-async function browse(q: Db, c: ListingSearch): Promise<SearchPage> {
+export async function browseListings(q: Db, c: LanePage): Promise<SearchPage> {
   const page = laneRows(q, c)
     .select("s.listing_id as id", "s.featured", "s.created_at")
     .orderByRaw("s.featured desc, s.created_at, s.listing_id")
@@ -131,31 +158,34 @@ async function browse(q: Db, c: ListingSearch): Promise<SearchPage> {
     .offset(c.offset)
     .toSQL();
   const count = laneRows(q, c).count({ n: "*" }).toSQL();
-  return pageAndTotal(
-    q,
-    `page as (${page.sql}), total as (${count.sql})`,
-    [...page.bindings, ...count.bindings],
-    "page.featured desc, page.created_at, page.id",
-  );
+  const found = await pageAndTotal(q, {
+    ctes: `page as (${page.sql}), total as (${count.sql})`,
+    bindings: [...page.bindings, ...count.bindings],
+    order: "page.featured desc, page.created_at, page.id",
+  });
+  return { ...found, totalRelation: "eq" };
+}
+
+/** CTEs `page` (ids and order keys) and `total` (one row, n), their bindings, and the page's order. */
+export interface PageStatement {
+  ctes: string;
+  bindings: readonly Knex.Value[];
+  order: string;
 }
 
 /**
- * The page's listings read in full, with the total, from CTEs `page` (ids and order keys) and `total`
- * (one row, n). One row always comes back, so a page past the last still carries the total.
+ * The page's listings read in full, with the total. One row always comes back, so a page past the last
+ * still carries the total.
  */
-async function pageAndTotal(
-  q: Db,
-  ctes: string,
-  bindings: readonly Knex.Value[],
-  order: string,
-): Promise<SearchPage> {
-  const result = await q.raw(
-    `with ${ctes}
+export function pageSql(s: PageStatement): string {
+  return `with ${s.ctes}
      select ${LISTING_COLUMNS}, total.n as total_matches
        from total left join (page join listings on listings.id = page.id) on true
-      order by ${order}`,
-    bindings,
-  );
+      order by ${s.order}`;
+}
+
+async function pageAndTotal(q: Db, s: PageStatement): Promise<Omit<SearchPage, "totalRelation">> {
+  const result = await q.raw(pageSql(s), s.bindings);
   const rows = result.rows as (ListingRow & { total_matches: string })[];
   return {
     total: Number(rows[0]!.total_matches),
