@@ -10,6 +10,7 @@ import {
 import { type Lane, retireListing, updateListing } from "../../shared/catalog/store/listings.js";
 import { db } from "../../shared/db/knex.js";
 import { buildAgent, buildListing } from "../helpers/factories.js";
+import { planNodes } from "../helpers/plans.js";
 
 // listing_search, the narrow copy catalog search matches and ranks over, kept by a trigger on listings:
 // it must hold exactly the registry lane's listings with their current vector, flags and order keys,
@@ -213,16 +214,6 @@ describe("search over listing_search", () => {
   });
 });
 
-interface PlanNode {
-  "Relation Name"?: string;
-  "Actual Rows": number;
-  Plans?: PlanNode[];
-}
-
-function planNodes(node: PlanNode): PlanNode[] {
-  return [node, ...(node.Plans ?? []).flatMap(planNodes)];
-}
-
 describe("search past its match cap", () => {
   it("ranks and counts the first matchCap matches: total is the cap, the pages hold them ranked", async () => {
     const category = `cap-${randomBytes(4).toString("hex")}`;
@@ -294,11 +285,7 @@ describe("search past its match cap", () => {
       },
       "kappa",
     )!;
-    const { rows: explained } = await db().raw(
-      `explain (analyze, format json) ${pageSql(statement)}`,
-      statement.bindings,
-    );
-    const scans = planNodes(explained[0]["QUERY PLAN"][0].Plan).filter(
+    const scans = (await planNodes(db(), pageSql(statement), statement.bindings, { analyze: true })).filter(
       (n) => n["Relation Name"] === "listing_search",
     );
     expect(scans.length).toBeGreaterThan(0);

@@ -9,6 +9,8 @@ export interface PlanNode {
   "Relation Name"?: string;
   "Index Name"?: string;
   "Scan Direction"?: string;
+  /** With `analyze`: the rows the node yielded (per loop). */
+  "Actual Rows"?: number;
   Plans?: PlanNode[];
 }
 
@@ -16,13 +18,17 @@ function flatten(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(flatten)];
 }
 
-/** Every node of `explain (format json) <sql>` in the transaction, the root first. */
+/**
+ * Every node of `explain (format json) <sql>`, the root first; `analyze` runs the statement too, for
+ * the rows each node yielded (a read, or a write inside a transaction that is rolled back).
+ */
 export async function planNodes(
-  trx: Knex.Transaction,
+  q: Knex,
   sql: string,
   bindings: readonly Knex.RawBinding[] = [],
+  options: { analyze?: boolean } = {},
 ): Promise<PlanNode[]> {
-  const { rows } = await trx.raw(`explain (format json) ${sql}`, bindings);
+  const { rows } = await q.raw(`explain (${options.analyze ? "analyze, " : ""}format json) ${sql}`, bindings);
   return flatten(rows[0]["QUERY PLAN"][0].Plan);
 }
 
