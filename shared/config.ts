@@ -40,6 +40,7 @@ export interface Config {
   outboundAllowlist: readonly string[];
   featuredPerSeller: number;
   catalogSearchMatchCap: number;
+  catalogPageCacheSize: number;
   platformSigningKey: string | undefined;
   healthProbeIntervalMs: number;
   healthProbeJitterMs: number;
@@ -477,6 +478,13 @@ export const SETTINGS = {
     'most listings a catalog search ranks and counts; past it `total` is this number with `total_relation` "gte"',
     20,
     1_000_000,
+  ),
+  catalogPageCacheSize: int(
+    "CATALOG_PAGE_CACHE_SIZE",
+    1000,
+    "catalog pages each process keeps (their listing ids and total), proved current by the catalog generation before use; 0 keeps none",
+    0,
+    100_000,
   ),
   platformSigningKey: ed25519Key(
     "PLATFORM_SIGNING_KEY",

@@ -7,7 +7,7 @@ import {
   type ListingSearch,
   searchListings,
 } from "../../shared/catalog/index.js";
-import { getConfig } from "../../shared/config.js";
+import { getConfig, overrideConfig } from "../../shared/config.js";
 import { percentile } from "../lib.js";
 import { between, pick, rng, shuffled } from "./random.js";
 import { loud } from "./settings.js";
@@ -103,6 +103,29 @@ export interface Scenario {
    * than search ranks (the catalog's match cap: then total is that cap).
    */
   call(knex: Knex, query: string): Promise<{ rows: number; total: number; capped?: boolean }>;
+  /**
+   * Catalog pages kept between calls (shared/catalog/store/page-cache.ts). Off for every other
+   * scenario, which measures the statements themselves: the same queries repeat within a run.
+   */
+  keptPages?: boolean;
+}
+
+/** CATALOG_PAGE_CACHE_SIZE as configured, read before the bench turns it off. */
+const KEPT_PAGES = getConfig().catalogPageCacheSize || 1000;
+
+/** The scenario with catalog pages kept: its calls after the warm-up are served from kept pages. */
+export function withKeptPages(scenario: Scenario): Scenario {
+  return { ...scenario, name: `${scenario.name}, pages kept`, keptPages: true };
+}
+
+/** Runs `work` with pages kept only for a scenario that keeps them. */
+async function withPageCache<T>(scenario: Scenario, work: () => Promise<T>): Promise<T> {
+  overrideConfig({ catalogPageCacheSize: scenario.keptPages ? KEPT_PAGES : 0 });
+  try {
+    return await work();
+  } finally {
+    overrideConfig({ catalogPageCacheSize: 0 });
+  }
 }
 
 export interface PerQuery {
@@ -180,7 +203,11 @@ export function aliasScenario(queries: readonly string[]): Scenario {
 }
 
 /** Calls the scenario's queries in a fixed shuffled order, `concurrency` at a time, for `seconds`. */
-export async function run(
+export function run(knex: Knex, scenario: Scenario, concurrency: number, seconds: number): Promise<Result> {
+  return withPageCache(scenario, () => timedRun(knex, scenario, concurrency, seconds));
+}
+
+async function timedRun(
   knex: Knex,
   scenario: Scenario,
   concurrency: number,
@@ -233,7 +260,9 @@ export async function run(
 
 /** Every query once, sequentially: warms the pool, the JIT and PostgreSQL's buffers. */
 export async function warmUp(knex: Knex, scenario: Scenario): Promise<void> {
-  for (const query of scenario.queries) await scenario.call(knex, query);
+  await withPageCache(scenario, async () => {
+    for (const query of scenario.queries) await scenario.call(knex, query);
+  });
 }
 
 export async function preflight(knex: Knex, searchLanes: Scenario[], alias: Scenario): Promise<void> {

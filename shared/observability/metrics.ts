@@ -50,6 +50,17 @@ export const providerAttempts = new Counter({
 });
 
 /**
+ * Catalog pages asked of the kept pages (shared/catalog/store/page-cache.ts): "hit" served from a kept
+ * page proved current, "moved" kept but the catalog had moved since (read afresh), "miss" none kept.
+ */
+export const catalogPageCache = new Counter({
+  name: "agentmarket_catalog_page_cache_total",
+  help: "Catalog pages by how the kept pages answered them (hit, moved, miss)",
+  labelNames: ["outcome"] as const,
+  registers: [registry],
+});
+
+/**
  * Every statement this process sends through knex (its "query" event, transaction BEGIN/COMMIT
  * included), unlabelled so that counting costs one increment: `bench:execute` divides it by the
  * executes it ran to print statements per execute.

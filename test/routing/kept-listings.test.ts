@@ -49,11 +49,14 @@ async function seller(from: string): Promise<string> {
 const execute = (t: string, input: Record<string, unknown> = {}) =>
   api("POST", "/api/execute", { key: buyer.apiKey, body: { task: t, input } });
 
-/** A task with a verified listing a and a plain listing b, executed once (served by a, and kept). */
+/** A task with a verified listing a and a plain listing b, executed twice (served by a, and kept). */
 async function twoListingsServedByA() {
   const t = task();
   const a = await buildListing({ endpointUrl: await seller("a"), tags: [t], verificationStatus: "verified" });
   const b = await buildListing({ endpointUrl: await seller("b"), tags: [t] });
+  expect((await execute(t)).body.provider.listing_id).toBe(a.id);
+  // a's first success is its runtime proof, which moves the catalog generation (migration
+  // 20261206000100): the second execute finds its copy moved, reads afresh and keeps that read.
   expect((await execute(t)).body.provider.listing_id).toBe(a.id);
   return { t, a, b };
 }
@@ -76,7 +79,7 @@ describe("an execute on kept listings", () => {
     expect(res.body.selection.candidates.map((c: { listing_id: string }) => c.listing_id)).toEqual([b.id]);
     // Nothing was written for the attempt the moved catalog stopped: one invocation per answer.
     const rows = await db()("invocations").where({ task: t }).select("listing_id");
-    expect(rows.map((r) => r.listing_id).sort()).toEqual([a.id, a.id, b.id].sort());
+    expect(rows.map((r) => r.listing_id).sort()).toEqual([a.id, a.id, a.id, b.id].sort());
   });
 
   it("rolls back a keyed execute's transaction when the catalog moved, and replays its key after", async () => {
@@ -127,9 +130,14 @@ describe("an execute on kept listings", () => {
 });
 
 describe("the catalog generation", () => {
-  it("moves with every listing write in its transaction, and not for last_success_at alone", async () => {
+  it("moves with every listing write in its transaction, and not for a refresh of last_success_at", async () => {
     const listing = await buildListing({ endpointUrl: "http://127.0.0.1:9/invoke" });
     let before = await generation();
+    // The first success is the listing's runtime proof (the search lane): it moves the generation.
+    await db()("listings").where({ id: listing.id }).update({ last_success_at: db().fn.now() });
+    expect(await generation()).toBeGreaterThan(before);
+    before = await generation();
+    // The execute path's later refreshes of the time do not.
     await db()("listings").where({ id: listing.id }).update({ last_success_at: db().fn.now() });
     expect(await generation()).toBe(before);
     // An update that changes nothing moves nothing.

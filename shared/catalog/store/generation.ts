@@ -2,10 +2,10 @@ import type { InsertGuard } from "../../db/prepared.js";
 import { refuseUnless } from "../../db/refusals.js";
 
 // The catalog's generation (migration 20261129000100): a number that moves, in the writer's transaction,
-// whenever any listing is written (last_success_at alone excepted). Listings read in a snapshot of
-// generation g are exactly what the database holds for as long as the generation is still g, so a copy
-// kept in memory can be proved current by the statement that acts on it, with no read of its own
-// (docs/architecture.md "Caches that are proved").
+// whenever any listing is written (a refresh of last_success_at alone excepted; its first one moves it,
+// migration 20261206000100). Listings read in a snapshot of generation g are exactly what the database
+// holds for as long as the generation is still g, so a copy kept in memory can be proved current by the
+// statement that acts on it, with no read of its own (docs/architecture.md "Caches that are proved").
 
 /** The current generation, as a scalar subquery (read in the statement's own snapshot). */
 export const CATALOG_GENERATION_SQL = "select generation from catalog_generation";

@@ -1,12 +1,17 @@
+import { createHash } from "node:crypto";
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
+import { CATALOG_GENERATION_SQL } from "./generation.js";
 import { type Lane, LISTING_COLUMNS, type ListingRow, withoutUnavailableTools } from "./listings.js";
+import { keepPage, keptPageRows } from "./page-cache.js";
 
 // Catalog pages (GET /api/capabilities, /market.json, /api/catalog, /api/x402/listings) over
 // listing_search, the narrow copy of the registry lane's listings kept by a trigger (migrations
 // 20261127000100, …0110). Order: ts_rank for search words, then featured, then oldest; without search
 // words every rank is equal, so the order is featured, then oldest (docs/catalog.md "Search rows").
-// Search words rank and count at most `matchCap` matches (docs/catalog.md "Broad words").
+// Search words rank and count at most `matchCap` matches (docs/catalog.md "Broad words"). Each process
+// keeps the pages it read and serves one again once its statement proves the catalog unmoved
+// (page-cache.ts, docs/catalog.md "Kept pages").
 
 /** A page of one lane, in a category if asked. */
 export interface LanePage {
@@ -174,21 +179,42 @@ export interface PageStatement {
 }
 
 /**
- * The page's listings read in full, with the total. One row always comes back, so a page past the last
+ * The page's listings read in full, with the total and the catalog generation of the statement's
+ * snapshot (what a kept page is proved against). One row always comes back, so a page past the last
  * still carries the total.
  */
 export function pageSql(s: PageStatement): string {
   return `with ${s.ctes}
-     select ${LISTING_COLUMNS}, total.n as total_matches
+     select ${LISTING_COLUMNS}, total.n as total_matches, (${CATALOG_GENERATION_SQL}) as catalog_generation
        from total left join (page join listings on listings.id = page.id) on true
       order by ${s.order}`;
 }
 
+/**
+ * What a page is a function of, besides the catalog: its statement and the statement's values, hashed so
+ * that a kept page costs its ids and not a copy of its statement.
+ */
+const pageKey = (s: PageStatement): string =>
+  createHash("sha256")
+    .update(`${s.ctes}\u0000${s.order}\u0000${JSON.stringify(s.bindings)}`)
+    .digest("base64url");
+
 async function pageAndTotal(q: Db, s: PageStatement): Promise<Omit<SearchPage, "totalRelation">> {
+  const key = pageKey(s);
+  const kept = await keptPageRows(q, key);
+  if (kept) return kept;
   const result = await q.raw(pageSql(s), s.bindings);
-  const rows = result.rows as (ListingRow & { total_matches: string })[];
-  return {
+  const rows = result.rows as (ListingRow & { total_matches: string; catalog_generation: string })[];
+  const page = {
     total: Number(rows[0]!.total_matches),
-    rows: rows.filter((r) => r.id !== null).map(({ total_matches: _, ...row }) => row as ListingRow),
+    rows: rows
+      .filter((r) => r.id !== null)
+      .map(({ total_matches: _, catalog_generation: __, ...row }) => row as ListingRow),
   };
+  keepPage(q, key, {
+    generation: rows[0]!.catalog_generation,
+    ids: page.rows.map((r) => r.id),
+    total: page.total,
+  });
+  return page;
 }

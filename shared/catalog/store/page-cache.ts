@@ -1,0 +1,84 @@
+import { getConfig } from "../../config.js";
+import type { Db } from "../../db/knex.js";
+import { catalogPageCache } from "../../observability/metrics.js";
+import { CATALOG_GENERATION_SQL } from "./generation.js";
+import { LISTING_COLUMNS, type ListingRow } from "./listings.js";
+
+// Catalog pages this process keeps: a page's listing ids, in order, and its total, with the catalog
+// generation of the snapshot that computed them (docs/catalog.md "Kept pages"). A page is a function of
+// the listings alone (listing_search is their copy, kept by triggers) and of its statement, so while the
+// generation has not moved it is still what a fresh read would rank and count. The read of a kept page
+// proves that in its own statement and reads the rows themselves afresh: their last_success_at, the
+// one column that moves without the generation, is never stale. Nobody has to tell a process anything.
+//
+// Kept per database handle (a test may open several databases in one process), least recently used out.
+
+export interface KeptPage {
+  /** The catalog generation (decimal text) of the snapshot the page was computed in. */
+  generation: string;
+  ids: string[];
+  total: number;
+}
+
+const kept = new WeakMap<Db, Map<string, KeptPage>>();
+
+function pagesOf(q: Db): Map<string, KeptPage> {
+  let pages = kept.get(q);
+  if (!pages) {
+    pages = new Map();
+    kept.set(q, pages);
+  }
+  return pages;
+}
+
+/** Keeps a page computed in generation `page.generation` under its statement's key. */
+export function keepPage(q: Db, key: string, page: KeptPage): void {
+  const size = getConfig().catalogPageCacheSize;
+  if (size === 0) return;
+  const pages = pagesOf(q);
+  pages.delete(key);
+  pages.set(key, page);
+  for (const oldest of pages.keys()) {
+    if (pages.size <= size) break;
+    pages.delete(oldest);
+  }
+}
+
+/**
+ * The kept page under `key`, its rows read afresh, when the catalog has not moved since it was computed;
+ * undefined when none is kept or it has moved (the page is then dropped, and the caller reads afresh).
+ */
+export async function keptPageRows(
+  q: Db,
+  key: string,
+): Promise<{ rows: ListingRow[]; total: number } | undefined> {
+  if (getConfig().catalogPageCacheSize === 0) return undefined;
+  const pages = kept.get(q);
+  const page = pages?.get(key);
+  if (!pages || !page) {
+    catalogPageCache.inc({ outcome: "miss" });
+    return undefined;
+  }
+  // One row with current = false when the generation moved; else the page's rows in its order (one row
+  // of nulls for an empty page).
+  const result = await q.raw(
+    `with g as (${CATALOG_GENERATION_SQL}),
+          page as (select id, ord from unnest(?::uuid[]) with ordinality as p(id, ord))
+     select g.generation = ?::bigint as current, ${LISTING_COLUMNS}
+       from g left join (page join listings on listings.id = page.id) on g.generation = ?::bigint
+      order by page.ord`,
+    [page.ids, page.generation, page.generation],
+  );
+  const found = result.rows as (ListingRow & { current: boolean })[];
+  const rows = found.filter((r) => r.id !== null).map(({ current: _, ...row }) => row as ListingRow);
+  // The length check only guards the proof: an unmoved generation means no listing was deleted.
+  if (!found[0]?.current || rows.length !== page.ids.length) {
+    pages.delete(key);
+    catalogPageCache.inc({ outcome: "moved" });
+    return undefined;
+  }
+  pages.delete(key);
+  pages.set(key, page);
+  catalogPageCache.inc({ outcome: "hit" });
+  return { rows, total: page.total };
+}
