@@ -1,4 +1,5 @@
 import type { InvalidationBus } from "../invalidation.js";
+import { setRecent } from "../kernel/recent.js";
 
 // Resolved API keys, per process, so that an authenticated request does not read the key row each time
 // (docs/benchmarks.md "The third round"). Correct because it is told: a revocation or rotation publishes
@@ -52,8 +53,7 @@ export class KeyCache<P extends Resolved = Resolved> {
   /** Keeps what a read found, unless a change landed since `generation` was taken. */
   remember(secretHash: string, principal: P, generation: number): void {
     if (generation !== this.bus.generation() || !this.bus.isFresh()) return;
-    this.entries.set(secretHash, { principal, at: performance.now() });
-    if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    setRecent(this.entries, secretHash, { principal, at: performance.now() }, this.maxEntries);
   }
 
   /** Drops the entries of these key ids (none given: every entry). */

@@ -1,6 +1,7 @@
 import { type RecentCallStats, readRecentCallStats } from "../catalog/index.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
+import { setRecent } from "../kernel/recent.js";
 
 /** Ranking looks at each listing's most recent calls: recent behaviour, at a bounded cost per execute. */
 export const RECENT_CALLS = 100;
@@ -18,9 +19,7 @@ interface Entry {
 const cache = new Map<string, Entry>();
 
 function remember(id: string, entry: Entry): void {
-  cache.delete(id);
-  cache.set(id, entry);
-  if (cache.size > MAX_ENTRIES) cache.delete(cache.keys().next().value!);
+  setRecent(cache, id, entry, MAX_ENTRIES);
 }
 
 const NO_CALLS: RecentCallStats = { calls: 0, succeeded: 0, p50_latency_ms: null };

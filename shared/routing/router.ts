@@ -8,6 +8,7 @@ import {
 import { db } from "../db/knex.js";
 import { type KeyPolicy, type ScopeExclusion, scopeExclusion } from "../identity/index.js";
 import { formatUsdc, micros } from "../kernel/money.js";
+import { setRecent } from "../kernel/recent.js";
 import type { PaidGate } from "../money/index.js";
 import { availableToolIds } from "../tools/index.js";
 import { keptOpenCircuits, openCircuits } from "./circuits.js";
@@ -168,10 +169,8 @@ function remember(key: string, rows: ListingRow[], generationText: string | null
   const generation = generationText === null ? null : BigInt(generationText);
   const kept = remembered.get(key);
   if (kept?.generation != null && generation !== null && kept.generation > generation) return;
-  remembered.delete(key);
   const ids = rows.map((l) => l.id);
-  remembered.set(key, { rows, ids, idSet: new Set(ids), generation });
-  if (remembered.size > MAX_TASKS_REMEMBERED) remembered.delete(remembered.keys().next().value!);
+  setRecent(remembered, key, { rows, ids, idSet: new Set(ids), generation }, MAX_TASKS_REMEMBERED);
 }
 
 /** The open circuits among ids: those read ahead where they cover an id, the rest read now. */

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ListingSearch, searchListings } from "../../shared/catalog/store/listing-search.js";
 import type { ListingRow } from "../../shared/catalog/store/listings.js";
+import { keepPage, keptPageRows } from "../../shared/catalog/store/page-cache.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
 import { closeDb, db } from "../../shared/db/knex.js";
 import { catalogPageCache } from "../../shared/observability/metrics.js";
@@ -153,6 +154,18 @@ describe("kept catalog pages", () => {
     const pastAgain = await read(past);
     expect(pastAgain.outcome).toBe("hit");
     expect(pastAgain.page).toEqual({ rows: [], total: 1, totalRelation: "eq" });
+  });
+
+  it("keep a later generation's page over an earlier one that finished after it", async () => {
+    const listing = await buildListing({ endpointUrl: URL, tags: [word()] });
+    const current = BigInt((await db()("catalog_generation").first()).generation);
+    const key = `out-of-order-${word()}`;
+    keepPage(db(), key, { generation: current.toString(), ids: [listing.id], total: 1 });
+    // A read that began before the last listing write ends now, with what it saw then.
+    keepPage(db(), key, { generation: (current - 1n).toString(), ids: [], total: 0 });
+    const kept = await keptPageRows(db(), key);
+    expect(kept?.total).toBe(1);
+    expect(kept?.rows.map((r) => r.id)).toEqual([listing.id]);
   });
 
   it("keep at most CATALOG_PAGE_CACHE_SIZE pages, the least recently used out; 0 keeps none", async () => {

@@ -1,5 +1,6 @@
 import { getConfig } from "../../config.js";
 import type { Db } from "../../db/knex.js";
+import { setRecent } from "../../kernel/recent.js";
 import { catalogPageCache } from "../../observability/metrics.js";
 import { CATALOG_GENERATION_SQL } from "./generation.js";
 import { LISTING_COLUMNS, type ListingRow } from "./listings.js";
@@ -31,17 +32,17 @@ function pagesOf(q: Db): Map<string, KeptPage> {
   return pages;
 }
 
-/** Keeps a page computed in generation `page.generation` under its statement's key. */
+/**
+ * Keeps a page computed in generation `page.generation` under its statement's key, unless a page of a
+ * later generation is kept there already (reads may end out of order), as routing's kept reads do.
+ */
 export function keepPage(q: Db, key: string, page: KeptPage): void {
   const size = getConfig().catalogPageCacheSize;
   if (size === 0) return;
   const pages = pagesOf(q);
-  pages.delete(key);
-  pages.set(key, page);
-  for (const oldest of pages.keys()) {
-    if (pages.size <= size) break;
-    pages.delete(oldest);
-  }
+  const held = pages.get(key);
+  if (held && BigInt(held.generation) > BigInt(page.generation)) return;
+  setRecent(pages, key, page, size);
 }
 
 /**
@@ -77,8 +78,7 @@ export async function keptPageRows(
     catalogPageCache.inc({ outcome: "moved" });
     return undefined;
   }
-  pages.delete(key);
-  pages.set(key, page);
+  setRecent(pages, key, page, getConfig().catalogPageCacheSize);
   catalogPageCache.inc({ outcome: "hit" });
   return { rows, total: page.total };
 }
