@@ -2,6 +2,8 @@ import type { Knex } from "knex";
 import { getConfig } from "../config.js";
 import { dbStatements } from "../observability/metrics.js";
 import { pipelinedKnex } from "./pipeline.js";
+// Installs pg's timestamptz reader for every pg client in the process (timestamps.ts).
+import "./timestamps.js";
 
 let instance: Knex | undefined;
 

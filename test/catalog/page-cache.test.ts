@@ -185,4 +185,35 @@ describe("kept catalog pages", () => {
       overrideConfig({ catalogPageCacheSize: size });
     }
   });
+  it("read a page again in one snapshot when a listing is written between its two statements", async () => {
+    const w = word();
+    const staying = await buildListing({ endpointUrl: URL, tags: [w] });
+    const leaving = await buildListing({ endpointUrl: URL, tags: [w] });
+    const c = page({ search: w });
+    // The page's own statement answers, and before its rows are read one of its listings is retired by
+    // another connection.
+    let statements = 0;
+    const racing = new Proxy(db(), {
+      get(target, property) {
+        if (property === "raw")
+          return (sql: string, bindings: never) => {
+            // The search's own expressions are built with raw too: only the page's statement is sent.
+            if (!sql.includes("total_matches")) return target.raw(sql, bindings);
+            return target.raw(sql, bindings).then(async (result) => {
+              statements += 1;
+              if (statements === 1)
+                await db()("listings").where({ id: leaving.id }).update({ status: "retired" });
+              return result;
+            });
+          };
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const answer = await searchListings(racing, c);
+    // Without the rows' proof the retired listing would be served; with it, the page is computed again.
+    expect(statements).toBe(1);
+    expect(answer.rows.map((r) => r.id)).toEqual([staying.id]);
+    expect(answer).toEqual(await fresh(c));
+  });
 });

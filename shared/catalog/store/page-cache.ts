@@ -1,5 +1,6 @@
 import { getConfig } from "../../config.js";
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 import { setRecent } from "../../kernel/recent.js";
 import { catalogPageCache } from "../../observability/metrics.js";
 import { CATALOG_GENERATION_SQL } from "./generation.js";
@@ -45,6 +46,28 @@ export function keepPage(q: Db, key: string, page: KeptPage): void {
   setRecent(pages, key, page, size);
 }
 
+// The kept page's rows, in its order, only while the generation is still the page's: when it moved, the
+// WHERE is false and no row comes back. An unmoved generation means no listing was deleted, so every id
+// is found, and a short answer can only mean the catalog moved. A named statement (prepared.ts): one
+// text for every page, planned once per connection, its rows built by their shape.
+const KEPT_ROWS_SQL = `select ${LISTING_COLUMNS}
+   from unnest(?::uuid[]) with ordinality as page(id, ord) join listings on listings.id = page.id
+  where (${CATALOG_GENERATION_SQL}) = ?::bigint
+  order by page.ord`;
+
+// An empty page (no match, or past the last) has no rows to prove it by: the generation alone.
+const UNMOVED_SQL = `select (${CATALOG_GENERATION_SQL}) = ?::bigint as unmoved`;
+
+/** The page's rows read afresh, or undefined when the catalog moved since it was computed. */
+export async function readPageRows(q: Db, page: KeptPage): Promise<ListingRow[] | undefined> {
+  if (page.ids.length === 0) {
+    const { rows } = await preparedRaw(q, UNMOVED_SQL, [page.generation]);
+    return rows[0]?.unmoved === true ? [] : undefined;
+  }
+  const { rows } = await preparedRaw(q, KEPT_ROWS_SQL, [page.ids, page.generation]);
+  return rows.length === page.ids.length ? (rows as ListingRow[]) : undefined;
+}
+
 /**
  * The kept page under `key`, its rows read afresh, when the catalog has not moved since it was computed;
  * undefined when none is kept or it has moved (the page is then dropped, and the caller reads afresh).
@@ -60,20 +83,8 @@ export async function keptPageRows(
     catalogPageCache.inc({ outcome: "miss" });
     return undefined;
   }
-  // One row with current = false when the generation moved; else the page's rows in its order (one row
-  // of nulls for an empty page).
-  const result = await q.raw(
-    `with g as (${CATALOG_GENERATION_SQL}),
-          page as (select id, ord from unnest(?::uuid[]) with ordinality as p(id, ord))
-     select g.generation = ?::bigint as current, ${LISTING_COLUMNS}
-       from g left join (page join listings on listings.id = page.id) on g.generation = ?::bigint
-      order by page.ord`,
-    [page.ids, page.generation, page.generation],
-  );
-  const found = result.rows as (ListingRow & { current: boolean })[];
-  const rows = found.filter((r) => r.id !== null).map(({ current: _, ...row }) => row as ListingRow);
-  // The length check only guards the proof: an unmoved generation means no listing was deleted.
-  if (!found[0]?.current || rows.length !== page.ids.length) {
+  const rows = await readPageRows(q, page);
+  if (!rows) {
     pages.delete(key);
     catalogPageCache.inc({ outcome: "moved" });
     return undefined;
