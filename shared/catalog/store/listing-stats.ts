@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 import { histogramPercentile } from "../latency-histogram.js";
 import { type ListingStats, NO_STATS } from "../listing-facts.js";
 import { ATTEMPT_BUCKET_SQL, foldListingStats } from "./listing-stats-fold.js";
@@ -20,7 +21,9 @@ const PAID = "status = 'succeeded' and price_micros > 0 and currency = 'USDC'";
  * tail's, not the history's. Counters are exact; p50/p95 come from a log histogram (±4.5 %, see
  * latency-histogram.ts). A listing whose tail has grown past FOLD_AFTER_TAIL_ROWS is folded afterwards.
  * Refunds have no table yet, so refunded_paid_count is exactly 0. "Paid" means paid in USDC: sandbox
- * (tUSDC) calls count as calls, never as paid proof.
+ * (tUSDC) calls count as calls, never as paid proof. Both reads are named statements (prepared.ts):
+ * planning them was a third of a page's time (test/catalog/listing-stats-plan.test.ts checks the plan a
+ * connection keeps).
  */
 export async function readListingStats(q: Db, listingIds: string[]): Promise<Map<string, ListingStats>> {
   const stats = new Map(listingIds.map((id) => [id, { ...NO_STATS }]));
@@ -79,36 +82,37 @@ interface CounterRow {
   tail_rows: string;
 }
 
-/** Folded counters + the invocations created since the watermark + those open at the last fold. */
+/**
+ * Folded counters + the invocations created since the watermark + those open at the last fold. Its one
+ * binding is the page's listing ids (exported for the plan test).
+ */
+export const INVOCATION_COUNTERS_SQL = `select l.id as listing_id,
+        coalesce(s.total_invocations, 0) + t.total as total,
+        coalesce(s.success_count, 0) + t.succeeded as succeeded,
+        coalesce(s.failure_count, 0) + t.failed as failed,
+        coalesce(s.paid_success_count, 0) + t.paid_succeeded as paid_succeeded,
+        greatest(s.last_invoked_at, t.last_invoked_at) as last_invoked_at,
+        greatest(s.last_paid_success_at, t.last_paid_success_at) as last_paid_success_at,
+        t.total as tail_rows
+   from unnest(?::uuid[]) as l(id)
+   left join listing_stats s on s.listing_id = l.id
+   cross join lateral (
+     select count(*) as total,
+            count(*) filter (where status = 'succeeded') as succeeded,
+            count(*) filter (where status = 'failed') as failed,
+            count(*) filter (where ${PAID}) as paid_succeeded,
+            max(created_at) as last_invoked_at,
+            max(completed_at) filter (where ${PAID}) as last_paid_success_at
+       from (select status, price_micros, currency, created_at, completed_at from invocations i
+              where i.listing_id = l.id and i.created_at >= coalesce(s.folded_before, '-infinity')
+             union all
+             select status, price_micros, currency, created_at, completed_at from invocations i
+              where i.id = any(s.pending_invocation_ids) and i.created_at < s.folded_before) tail
+   ) t
+  where s.listing_id is not null or t.total > 0`;
+
 async function readInvocationCounters(q: Db, listingIds: string[]): Promise<CounterRow[]> {
-  const result = await q.raw(
-    `select l.id as listing_id,
-            coalesce(s.total_invocations, 0) + t.total as total,
-            coalesce(s.success_count, 0) + t.succeeded as succeeded,
-            coalesce(s.failure_count, 0) + t.failed as failed,
-            coalesce(s.paid_success_count, 0) + t.paid_succeeded as paid_succeeded,
-            greatest(s.last_invoked_at, t.last_invoked_at) as last_invoked_at,
-            greatest(s.last_paid_success_at, t.last_paid_success_at) as last_paid_success_at,
-            t.total as tail_rows
-       from unnest(?::uuid[]) as l(id)
-       left join listing_stats s on s.listing_id = l.id
-       cross join lateral (
-         select count(*) as total,
-                count(*) filter (where status = 'succeeded') as succeeded,
-                count(*) filter (where status = 'failed') as failed,
-                count(*) filter (where ${PAID}) as paid_succeeded,
-                max(created_at) as last_invoked_at,
-                max(completed_at) filter (where ${PAID}) as last_paid_success_at
-           from (select status, price_micros, currency, created_at, completed_at from invocations i
-                  where i.listing_id = l.id and i.created_at >= coalesce(s.folded_before, '-infinity')
-                 union all
-                 select status, price_micros, currency, created_at, completed_at from invocations i
-                  where i.id = any(s.pending_invocation_ids) and i.created_at < s.folded_before) tail
-       ) t
-      where s.listing_id is not null or t.total > 0`,
-    [listingIds],
-  );
-  return result.rows as CounterRow[];
+  return (await preparedRaw(q, INVOCATION_COUNTERS_SQL, [listingIds])).rows as CounterRow[];
 }
 
 interface BucketRow {
@@ -117,43 +121,44 @@ interface BucketRow {
   latency_sum: number;
 }
 
+const LIVE_ATTEMPTS = `select ${ATTEMPT_BUCKET_SQL} as bucket, latency_ms, status from invocation_attempts a`;
+
 /**
  * Attempts started in the last 30 days by latency bucket: folded days after the cut-off's UTC day,
- * plus, read live, the folded attempts of the cut-off day still inside the window and the tail.
+ * plus, read live, the folded attempts of the cut-off day still inside the window and the tail. Its two
+ * bindings are the page's listing ids, twice (exported for the plan test).
  */
-async function readAttemptBuckets(q: Db, listingIds: string[]): Promise<Map<string, BucketRow[]>> {
-  const live = `select ${ATTEMPT_BUCKET_SQL} as bucket, latency_ms, status from invocation_attempts a`;
-  const result = await q.raw(
-    `with cut as (select now() - interval '30 days' as at,
-                         ((now() - interval '30 days') at time zone 'UTC')::date as day)
-     select listing_id, bucket::int as bucket, sum(attempts)::float8 as attempts,
-            sum(latency_sum)::float8 as latency_sum
-       from (select d.listing_id, d.bucket, d.attempts, d.latency_sum_ms as latency_sum
-               from listing_attempt_days d, cut
-              where d.listing_id = any(?::uuid[]) and d.day > cut.day
+export const ATTEMPT_BUCKETS_SQL = `with cut as (select now() - interval '30 days' as at,
+                     ((now() - interval '30 days') at time zone 'UTC')::date as day)
+ select listing_id, bucket::int as bucket, sum(attempts)::float8 as attempts,
+        sum(latency_sum)::float8 as latency_sum
+   from (select d.listing_id, d.bucket, d.attempts, d.latency_sum_ms as latency_sum
+           from listing_attempt_days d, cut
+          where d.listing_id = any(?::uuid[]) and d.day > cut.day
+         union all
+         select l.id, x.bucket, count(*), coalesce(sum(x.latency_ms) filter (where x.status = 'succeeded'), 0)
+           from unnest(?::uuid[]) as l(id)
+           cross join cut
+           left join listing_stats s on s.listing_id = l.id
+           cross join lateral (
+             ${LIVE_ATTEMPTS}
+              where s.listing_id is not null and a.listing_id = l.id and a.started_at > cut.at
+                and a.started_at < least(((cut.day + 1)::timestamp at time zone 'UTC'), s.folded_before)
+                and not (a.id = any(s.pending_attempt_ids))
              union all
-             select l.id, x.bucket, count(*), coalesce(sum(x.latency_ms) filter (where x.status = 'succeeded'), 0)
-               from unnest(?::uuid[]) as l(id)
-               cross join cut
-               left join listing_stats s on s.listing_id = l.id
-               cross join lateral (
-                 ${live}
-                  where s.listing_id is not null and a.listing_id = l.id and a.started_at > cut.at
-                    and a.started_at < least(((cut.day + 1)::timestamp at time zone 'UTC'), s.folded_before)
-                    and not (a.id = any(s.pending_attempt_ids))
-                 union all
-                 ${live}
-                  where a.listing_id = l.id and a.started_at > cut.at
-                    and a.started_at >= coalesce(s.folded_before, '-infinity')
-                 union all
-                 ${live}
-                  where a.id = any(s.pending_attempt_ids) and a.started_at > cut.at
-                    and a.started_at < s.folded_before
-               ) x
-              group by l.id, x.bucket) parts
-      group by listing_id, bucket`,
-    [listingIds, listingIds],
-  );
+             ${LIVE_ATTEMPTS}
+              where a.listing_id = l.id and a.started_at > cut.at
+                and a.started_at >= coalesce(s.folded_before, '-infinity')
+             union all
+             ${LIVE_ATTEMPTS}
+              where a.id = any(s.pending_attempt_ids) and a.started_at > cut.at
+                and a.started_at < s.folded_before
+           ) x
+          group by l.id, x.bucket) parts
+  group by listing_id, bucket`;
+
+async function readAttemptBuckets(q: Db, listingIds: string[]): Promise<Map<string, BucketRow[]>> {
+  const result = await preparedRaw(q, ATTEMPT_BUCKETS_SQL, [listingIds, listingIds]);
   const byListing = new Map<string, BucketRow[]>();
   for (const row of result.rows as (BucketRow & { listing_id: string })[]) {
     const list = byListing.get(row.listing_id) ?? [];
