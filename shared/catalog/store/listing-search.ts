@@ -9,9 +9,10 @@ import { type KeptPage, keepPage, keptPageRows, readPageRows } from "./page-cach
 // listing_search, the narrow copy of the registry lane's listings kept by a trigger (migrations
 // 20261127000100, …0110). Order: ts_rank for search words, then featured, then oldest; without search
 // words every rank is equal, so the order is featured, then oldest (docs/catalog.md "Search rows").
-// Search words rank and count at most `matchCap` matches (docs/catalog.md "Broad words"). Each process
-// keeps the pages it read and serves one again once its statement proves the catalog unmoved
-// (page-cache.ts, docs/catalog.md "Kept pages").
+// Search words rank and count at most `matchCap` matches (docs/catalog.md "Broad words"). A page is read
+// as its ids, then its rows proved against the ids' snapshot (pageAndTotal), so pages are read outside
+// transactions: they take a Knex, not a transaction. Each process keeps the pages it read and serves one
+// again once its rows' statement proves the catalog unmoved (page-cache.ts, docs/catalog.md "Kept pages").
 
 /** A page of one lane, in a category if asked. */
 export interface LanePage {
