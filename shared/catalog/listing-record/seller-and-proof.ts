@@ -16,6 +16,14 @@ function slugify(text: string): string {
     .replace(/^-+|-+$/g, "");
 }
 
+/** No seller has a trust model yet: the same four fields for every listing, built once. */
+const NO_TRUST = {
+  ...explained("seller_trust_score", null as number | null, "no_trust_model_yet"),
+  ...explained("seller_trust_grade", null as string | null, "no_trust_model_yet"),
+  ...explained("seller_trust_badge", null as string | null, "no_trust_model_yet"),
+  ...explained("seller_trust_confidence", null as string | null, "no_trust_model_yet"),
+};
+
 /**
  * seller_* fields. First-party listings are sold by the platform itself; external sellers have no tier,
  * trust model or identity verification yet, so those are null with a reason or false (never claimed).
@@ -23,12 +31,6 @@ function slugify(text: string): string {
 export function sellerSummary(facts: ListingFacts) {
   const { listing, seller, platformId } = facts;
   const firstParty = listing.public_supply_origin === "first_party_service";
-  const noTrust = {
-    ...explained("seller_trust_score", null as number | null, "no_trust_model_yet"),
-    ...explained("seller_trust_grade", null as string | null, "no_trust_model_yet"),
-    ...explained("seller_trust_badge", null as string | null, "no_trust_model_yet"),
-    ...explained("seller_trust_confidence", null as string | null, "no_trust_model_yet"),
-  };
   if (firstParty) {
     return {
       seller_name: platformId as string | null,
@@ -38,7 +40,7 @@ export function sellerSummary(facts: ListingFacts) {
       seller_human_verified: false,
       seller_agent_uri: `urn:${platformId}:platform` as string | null,
       seller_agent_uri_slug: platformId as string | null,
-      ...noTrust,
+      ...NO_TRUST,
     };
   }
   const missing = "seller_record_not_found";
@@ -54,7 +56,7 @@ export function sellerSummary(facts: ListingFacts) {
       seller ? `${slugify(seller.name) || "seller"}-${seller.id.slice(0, 8)}` : null,
       missing,
     ),
-    ...noTrust,
+    ...NO_TRUST,
   };
 }
 

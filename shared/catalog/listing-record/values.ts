@@ -9,16 +9,39 @@ export type Explained<K extends string, V> = { [P in K]: V | null } & {
   [P in `${K}_null_reason`]?: string;
 };
 
-/** The value under its key, or null under its key and the reason under `<key>_null_reason`. */
+type Literal = (value: unknown) => Record<string, unknown>;
+
+/** Per key, a function returning an object literal of that key (and its reason key): see explained. */
+const withValue = new Map<string, Literal>();
+const withReason = new Map<string, Literal>();
+
+/** Makes and keeps the literal's function; its properties' names go in as JSON strings, never as code. */
+function remember(cache: Map<string, Literal>, key: string, props: string): Literal {
+  const literal = new Function("v", `return {${props}};`) as Literal;
+  cache.set(key, literal);
+  return literal;
+}
+
+/**
+ * The value under its key, or null under its key and the reason under `<key>_null_reason`. Built by an
+ * object literal made once per key (the keys are the record's field names, a fixed set): a computed
+ * key (`{ [key]: value }`) made each object one property at a time, and a page of a hundred records,
+ * about fifty of these each, spent a third of its time building and spreading them
+ * (docs/benchmarks.md "The thirty-sixth round").
+ */
 export function explained<K extends string, V>(
   key: K,
   value: V | null | undefined,
   reason: string,
 ): Explained<K, V> {
   if (value === null || value === undefined) {
-    return { [key]: null, [`${key}_null_reason`]: reason } as Explained<K, V>;
+    const literal =
+      withReason.get(key) ??
+      remember(withReason, key, `${JSON.stringify(key)}: null, ${JSON.stringify(`${key}_null_reason`)}: v`);
+    return literal(reason) as Explained<K, V>;
   }
-  return { [key]: value } as Explained<K, V>;
+  const literal = withValue.get(key) ?? remember(withValue, key, `${JSON.stringify(key)}: v`);
+  return literal(value) as Explained<K, V>;
 }
 
 /** ISO 8601 or null; Date columns arrive as Date from node-pg. */
