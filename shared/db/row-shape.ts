@@ -1,4 +1,5 @@
 import pg from "pg";
+import { objectLiteralFunction } from "../kernel/object-literal.js";
 
 // Rows of a named statement, built the same way on every execution.
 //
@@ -49,10 +50,11 @@ function rowBuilder(names: string[]): RowBuilder {
   const key = JSON.stringify(names);
   let build = builders.get(key);
   if (!build) {
-    // Column names go in as JSON string literals: any name is a valid key, none is code. A name given
-    // twice keeps its first position and its last value, as pg's rows do.
-    const props = names.map((n, i) => `${JSON.stringify(n)}: v[${i}] === null ? null : p[${i}](v[${i}])`);
-    build = new Function("v", "p", `return {${props.join(", ")}};`) as RowBuilder;
+    // A name given twice keeps its first position and its last value, as pg's rows do.
+    build = objectLiteralFunction<RowBuilder>(
+      ["v", "p"],
+      names.map((n, i) => [n, `v[${i}] === null ? null : p[${i}](v[${i}])`]),
+    );
     builders.set(key, build);
   }
   return build;

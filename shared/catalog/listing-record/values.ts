@@ -1,3 +1,5 @@
+import { objectLiteralFunction } from "../../kernel/object-literal.js";
+
 /**
  * Small value helpers for the listing record. The one rule they carry (DESIGN §4): a value without
  * evidence is null, and a sibling `<key>_null_reason` says why. The reason key is present only when the
@@ -15,9 +17,9 @@ type Literal = (value: unknown) => Record<string, unknown>;
 const withValue = new Map<string, Literal>();
 const withReason = new Map<string, Literal>();
 
-/** Makes and keeps the literal's function; its properties' names go in as JSON strings, never as code. */
-function remember(cache: Map<string, Literal>, key: string, props: string): Literal {
-  const literal = new Function("v", `return {${props}};`) as Literal;
+/** Makes and keeps the literal's function (shared/kernel/object-literal.ts). */
+function remember(cache: Map<string, Literal>, key: string, properties: [string, string][]): Literal {
+  const literal = objectLiteralFunction<Literal>(["v"], properties);
   cache.set(key, literal);
   return literal;
 }
@@ -37,10 +39,13 @@ export function explained<K extends string, V>(
   if (value === null || value === undefined) {
     const literal =
       withReason.get(key) ??
-      remember(withReason, key, `${JSON.stringify(key)}: null, ${JSON.stringify(`${key}_null_reason`)}: v`);
+      remember(withReason, key, [
+        [key, "null"],
+        [`${key}_null_reason`, "v"],
+      ]);
     return literal(reason) as Explained<K, V>;
   }
-  const literal = withValue.get(key) ?? remember(withValue, key, `${JSON.stringify(key)}: v`);
+  const literal = withValue.get(key) ?? remember(withValue, key, [[key, "v"]]);
   return literal(value) as Explained<K, V>;
 }
 
