@@ -1,4 +1,6 @@
 import type { Knex } from "knex";
+import { overrideConfig } from "../shared/config.js";
+import { closeDb } from "../shared/db/knex.js";
 import { printMachine, printPlans, printResults, printSlowQueries, printTargets } from "./catalog/report.js";
 import {
   aliasQueries,
@@ -6,6 +8,7 @@ import {
   browseScenario,
   preflight,
   type Result,
+  recordsScenario,
   run,
   searchQueries,
   searchScenario,
@@ -22,8 +25,9 @@ import { resolvePostgresServer } from "./lib.js";
  * shared/catalog/store functions against a seeded database of its own (no service, no HTTP):
  * searchListings (catalog search in the search and registry lanes, and browsing them without search
  * words: the default catalog page) and findActiveByTaskAlias (the execute path's task-alias lookup), and readListingStats (a listing page's counters over 200,000 invocations,
- * beside the full aggregation it replaced). Catalog pages are not kept between calls (CATALOG_PAGE_CACHE_SIZE
- * off) except in the two scenarios named "pages kept", which measure a page served again. Prints latencies, throughput, row-count sanity and the plan of the
+ * beside the full aggregation it replaced), and listingRecords (what an HTTP page adds: its facts and
+ * public records). Catalog pages are not kept between calls (CATALOG_PAGE_CACHE_SIZE off) except in the
+ * scenarios named "pages kept", which measure a page served again. Prints latencies, throughput, row-count sanity and the plan of the
  * slowest query. A missed target is reported, not failed: this is a measurement, not a test.
  */
 
@@ -43,6 +47,8 @@ async function main(): Promise<void> {
   printMachine(server, `PostgreSQL ${version}`);
   const knex = await prepare(server);
   knexInstance = knex;
+  // The records scenario's facts are read through the process's handle (db()): the same database.
+  overrideConfig({ databaseUrl: server.url(DATABASE) });
   await describeData(knex);
 
   const search = await searchQueries(knex);
@@ -61,6 +67,7 @@ async function main(): Promise<void> {
     ...browseLanes,
     withKeptPages(searchLanes[3]!),
     withKeptPages(browseLanes[0]!),
+    recordsScenario(),
     alias,
     statsScenario(pages),
     fullAggregationScenario(pages),
@@ -97,4 +104,5 @@ try {
   process.exitCode = 1;
 } finally {
   await knexInstance?.destroy();
+  await closeDb();
 }

@@ -5,9 +5,11 @@ import {
   type Lane,
   type LanePage,
   type ListingSearch,
+  listingRecords,
   searchListings,
 } from "../../shared/catalog/index.js";
 import { getConfig, overrideConfig } from "../../shared/config.js";
+import type { GateReading } from "../../shared/money/index.js";
 import { percentile } from "../lib.js";
 import { between, pick, rng, shuffled } from "./random.js";
 import { loud } from "./settings.js";
@@ -190,6 +192,42 @@ export function browseScenario(lane: Lane, limit: number): Scenario {
 }
 
 const ALL_CATEGORIES = "(every category)";
+
+/** A closed paid gate, as a deployment without a settlement signer reads it: records need no chain. */
+const CLOSED_GATE: GateReading = {
+  enabled: false,
+  reason: "settlement_signer_not_configured",
+  custody: null,
+  authorityReadOk: true,
+  rail: { configured: false, rpc_ok: null, chain_id: null, signer: false },
+};
+
+/**
+ * What an HTTP catalog page adds to its listings: the page's facts (listing stats, sellers, health,
+ * read in parallel) and its public records (listingRecords), over the registry lane's browse pages at
+ * limit 100 with pages kept, so that the store's share is a kept page's read (~1 ms). JSON and HTTP
+ * are not included. listingRecords reads through the process's database handle (db()), which the
+ * bench points at its own database.
+ */
+export function recordsScenario(): Scenario {
+  const browse = browseScenario("registry", 100);
+  return {
+    name: "records, browse lane=registry limit=100, pages kept",
+    queries: browse.queries,
+    keptPages: true,
+    async call(knex, category) {
+      const { rows, total } = await browseListings(knex, {
+        category: category === ALL_CATEGORIES ? undefined : category,
+        lane: "registry",
+        limit: 100,
+        offset: 0,
+        featuredPerSeller: 3,
+      });
+      await listingRecords(rows, CLOSED_GATE);
+      return { rows: rows.length, total };
+    },
+  };
+}
 
 export function aliasScenario(queries: readonly string[]): Scenario {
   return {
