@@ -178,17 +178,22 @@ export function browseScenario(lane: Lane, limit: number): Scenario {
     name: `browse lane=${lane} limit=${limit}`,
     queries: [ALL_CATEGORIES, ...CATEGORY_NAMES],
     async call(knex, category) {
-      const query: LanePage = {
-        category: category === ALL_CATEGORIES ? undefined : category,
-        lane,
-        limit,
-        offset: 0,
-        featuredPerSeller: 3,
-      };
-      const { rows, total } = await browseListings(knex, query);
+      const { rows, total } = await browsePage(knex, lane, limit, category);
       return { rows: rows.length, total };
     },
   };
+}
+
+/** One browse page of a lane: every category (ALL_CATEGORIES) or one. */
+function browsePage(knex: Knex, lane: Lane, limit: number, category: string) {
+  const query: LanePage = {
+    category: category === ALL_CATEGORIES ? undefined : category,
+    lane,
+    limit,
+    offset: 0,
+    featuredPerSeller: 3,
+  };
+  return browseListings(knex, query);
 }
 
 const ALL_CATEGORIES = "(every category)";
@@ -216,13 +221,7 @@ export function recordsScenario(): Scenario {
     queries: browse.queries,
     keptPages: true,
     async call(knex, category) {
-      const { rows, total } = await browseListings(knex, {
-        category: category === ALL_CATEGORIES ? undefined : category,
-        lane: "registry",
-        limit: 100,
-        offset: 0,
-        featuredPerSeller: 3,
-      });
+      const { rows, total } = await browsePage(knex, "registry", 100, category);
       await listingRecords(rows, CLOSED_GATE);
       return { rows: rows.length, total };
     },

@@ -216,24 +216,28 @@ async function computePage(q: Db, s: PageStatement): Promise<KeptPage> {
  * instead of one that joins the page to its rows: the rows' statement is prepared once per connection
  * and its rows built by their shape, and the page's statement plans and sorts no wide rows (~0.5 ms less
  * for a hundred rows, docs/benchmarks.md "The thirty-sixth round"). The rows are proved against the
- * page's generation; when a listing was written between the two, both run again in one snapshot.
+ * page's generation; when a listing was written between the two, both run again in one snapshot, where
+ * the proof cannot fail. A page is kept once its rows proved it.
  */
 async function pageAndTotal(q: Knex, s: PageStatement): Promise<Omit<SearchPage, "totalRelation">> {
   const key = pageKey(s);
   const kept = await keptPageRows(q, key);
   if (kept) return kept;
-  const page = await computePage(q, s);
-  keepPage(q, key, page);
-  const rows = await readPageRows(q, page);
-  if (rows) return { rows, total: page.total };
-  return q.transaction(
-    async (trx) => {
-      const again = await computePage(trx, s);
-      keepPage(q, key, again);
-      const rowsAgain = await readPageRows(trx, again);
-      if (!rowsAgain) throw new Error("catalog page: its rows moved inside one snapshot");
-      return { rows: rowsAgain, total: again.total };
-    },
-    { isolationLevel: "repeatable read", readOnly: true },
+  const read = async (on: Db) => {
+    const page = await computePage(on, s);
+    const rows = await readPageRows(on, page);
+    if (rows) keepPage(q, key, page);
+    return rows && { rows, total: page.total };
+  };
+  return (
+    (await read(q)) ??
+    q.transaction(
+      async (trx) => {
+        const page = await read(trx);
+        if (!page) throw new Error("catalog page: its rows moved inside one snapshot");
+        return page;
+      },
+      { isolationLevel: "repeatable read", readOnly: true },
+    )
   );
 }

@@ -12,6 +12,7 @@ import { LISTING_COLUMNS, type ListingRow } from "./listings.js";
 // generation has not moved it is still what a fresh read would rank and count. The read of a kept page
 // proves that in its own statement and reads the rows themselves afresh: their last_success_at, the
 // one column that moves without the generation, is never stale. Nobody has to tell a process anything.
+// Every page's rows are read by that statement (readPageRows), a page just computed as well as a kept one.
 //
 // Kept per database handle (a test may open several databases in one process), least recently used out.
 
