@@ -26,7 +26,7 @@ import { resolvePostgresServer } from "./lib.js";
  * searchListings (catalog search in the search and registry lanes, and browsing them without search
  * words: the default catalog page) and findActiveByTaskAlias (the execute path's task-alias lookup), and readListingStats (a listing page's counters over 200,000 invocations,
  * beside the full aggregation it replaced), and listingRecords (what an HTTP page adds: its facts and
- * public records). Catalog pages are not kept between calls (CATALOG_PAGE_CACHE_SIZE off) except in the
+ * public records, and with them their JSON). Catalog pages are not kept between calls (CATALOG_PAGE_CACHE_SIZE off) except in the
  * scenarios named "pages kept", which measure a page served again. Prints latencies, throughput, row-count sanity and the plan of the
  * slowest query. A missed target is reported, not failed: this is a measurement, not a test.
  */
@@ -68,6 +68,7 @@ async function main(): Promise<void> {
     withKeptPages(searchLanes[3]!),
     withKeptPages(browseLanes[0]!),
     recordsScenario(),
+    recordsScenario({ json: true }),
     alias,
     statsScenario(pages),
     fullAggregationScenario(pages),

@@ -210,19 +210,21 @@ const CLOSED_GATE: GateReading = {
 /**
  * What an HTTP catalog page adds to its listings: the page's facts (listing stats, sellers, health,
  * read in parallel) and its public records (listingRecords), over the registry lane's browse pages at
- * limit 100 with pages kept, so that the store's share is a kept page's read (~1 ms). JSON and HTTP
- * are not included. listingRecords reads through the process's database handle (db()), which the
- * bench points at its own database.
+ * limit 100 with pages kept, so that the store's share is a kept page's read (~1 ms). With `json`, the
+ * records are also encoded as the response's JSON (Koa's JSON.stringify of the body); HTTP itself is
+ * not included. listingRecords reads through the process's database handle (db()), which the bench
+ * points at its own database.
  */
-export function recordsScenario(): Scenario {
+export function recordsScenario(options: { json?: boolean } = {}): Scenario {
   const browse = browseScenario("registry", 100);
   return {
-    name: "records, browse lane=registry limit=100, pages kept",
+    name: `records${options.json ? " as JSON" : ""}, browse lane=registry limit=100, pages kept`,
     queries: browse.queries,
     keptPages: true,
     async call(knex, category) {
       const { rows, total } = await browsePage(knex, "registry", 100, category);
-      await listingRecords(rows, CLOSED_GATE);
+      const records = await listingRecords(rows, CLOSED_GATE);
+      if (options.json) JSON.stringify({ capabilities: records });
       return { rows: rows.length, total };
     },
   };

@@ -5,7 +5,7 @@ import type { InvocationContract } from "./invocation-contract.js";
 import { retryGuidance } from "./invocation-contract.js";
 import { summarizeSchema } from "./schema-examples.js";
 import { latencyMetrics, uptime7dPct, uptime30dPct } from "./telemetry.js";
-import { explained, isoOrNull, oneDecimal, percent } from "./values.js";
+import { explained, isoOrNull, nullReason, oneDecimal, percent } from "./values.js";
 
 /**
  * Buyer evidence: one block an agent can read to decide whether to call this listing, with every
@@ -74,8 +74,10 @@ function visibility(b: Basis) {
 function latencySources(latency: ReturnType<typeof latencyMetrics>) {
   const reason = "no_successful_calls_in_30d";
   const source = (value: number | null) => (value === null ? null : "provider_attempts_30d");
+  const avg = source(latency.avg_latency_ms);
   return {
-    ...explained("avg_latency_ms_source", source(latency.avg_latency_ms), reason),
+    avg_latency_ms_source: avg,
+    ...nullReason("avg_latency_ms_source", avg, reason),
     ...explained("p50_latency_ms_source", source(latency.p50_latency_ms), reason),
     ...explained("p95_latency_ms_source", source(latency.p95_latency_ms), reason),
   };

@@ -8,7 +8,7 @@ import { buildInvocationContract } from "./invocation-contract.js";
 import { activity, publicProof, sellerSummary } from "./seller-and-proof.js";
 import { supplyFields } from "./supply.js";
 import { buildTelemetry } from "./telemetry.js";
-import { explained, flag, isoOrNull, oneDecimal, ratio } from "./values.js";
+import { explained, flag, isoOrNull, nullReason, oneDecimal, ratio } from "./values.js";
 
 /**
  * The public listing record (spec "Listing (capability)", read-time fields and nested objects), built
@@ -63,7 +63,8 @@ function reviewFields(facts: ListingFacts) {
 function healthFields(facts: ListingFacts) {
   const { health, stats, listing } = facts;
   return {
-    ...explained("verification_status", listing.verification_status, "never_verified"),
+    verification_status: listing.verification_status,
+    ...nullReason("verification_status", listing.verification_status, "never_verified"),
     ...explained("endpoint_health", health.latest_status, "no_health_probes_recorded"),
     // Rates are 0..1 ratios; the telemetry block carries the same bases as percentages.
     ...explained(

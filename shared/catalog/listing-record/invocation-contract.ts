@@ -4,7 +4,7 @@ import { ROUTER_MAX_ATTEMPTS } from "./basis.js";
 import type { Completeness, ReadinessChecks } from "./completeness.js";
 import { exampleFromSchema } from "./schema-examples.js";
 import type { Telemetry } from "./telemetry.js";
-import { explained, isoOrNull } from "./values.js";
+import { explained, isoOrNull, nullReason } from "./values.js";
 
 /**
  * The public invocation contract: everything an agent needs to call the listing correctly, retry it
@@ -30,17 +30,23 @@ export const SPEC_FAILURE_CODES = [
 /**
  * failure_modes straight from the ERRORS table: the spec's declared values (its `retryable`), and where
  * the envelope answers otherwise for a request repeated unchanged, that value as `envelope_retryable`.
+ * The same for every listing, so built once and frozen: every record shares it (a page of a hundred
+ * built twelve objects a record for it; docs/benchmarks.md "The thirty-seventh round").
  */
-export function failureModes() {
-  return SPEC_FAILURE_CODES.map((code) => ({
-    code,
-    http_status: ERRORS[code].status,
-    retryable: specRetryable(code),
-    ...(specRetryable(code) !== ERRORS[code].retryable ? { envelope_retryable: ERRORS[code].retryable } : {}),
-    buyer_action: ERRORS[code].buyerAction,
-    fallback: ERRORS[code].fallback,
-  }));
-}
+const FAILURE_MODES = Object.freeze(
+  SPEC_FAILURE_CODES.map((code) =>
+    Object.freeze({
+      code,
+      http_status: ERRORS[code].status,
+      retryable: specRetryable(code),
+      ...(specRetryable(code) !== ERRORS[code].retryable
+        ? { envelope_retryable: ERRORS[code].retryable }
+        : {}),
+      buyer_action: ERRORS[code].buyerAction,
+      fallback: ERRORS[code].fallback,
+    }),
+  ),
+);
 
 function specRetryable(code: (typeof SPEC_FAILURE_CODES)[number]): boolean {
   const spec: ErrorSpec = ERRORS[code];
@@ -88,7 +94,7 @@ function exampleRequest(b: Basis) {
   const input = b.exampleInput.value;
   const maxCost = b.requiresPayment ? Number(b.unitPriceUsdc) : undefined;
   const auth = { Authorization: "Bearer <API_KEY>" };
-  const json = { ...auth, "Content-Type": "application/json" };
+  const json = { Authorization: auth.Authorization, "Content-Type": "application/json" };
   return {
     match: { method: "GET", path: b.paths.match, url: `${baseUrl}${b.paths.match}`, headers: auth },
     execute: {
@@ -174,7 +180,8 @@ function verification(b: Basis) {
   const { listing } = b.facts;
   const never = listing.verification_status === null;
   return {
-    ...explained("status", listing.verification_status, "never_verified"),
+    status: listing.verification_status,
+    ...nullReason("status", listing.verification_status, "never_verified"),
     // Verdicts are written only by platform probes (health probes, the verification service).
     ...explained("source", never ? null : "platform_probe", "never_verified"),
     ...explained("last_verified_at", isoOrNull(listing.verified_at), "never_verified"),
@@ -203,7 +210,8 @@ export function buildInvocationContract(
     },
     ...explained("output_schema", listing.output_schema, outputReason),
     output_contract: {
-      ...explained("schema", listing.output_schema, outputReason),
+      schema: listing.output_schema,
+      ...nullReason("schema", listing.output_schema, outputReason),
       schema_status: b.outputSchemaDeclared ? "declared" : "not_declared",
       validated_by_router: false,
       null_reason: b.outputSchemaDeclared ? null : outputReason,
@@ -243,7 +251,7 @@ export function buildInvocationContract(
       requires_policy_or_human_review: b.reviewRiskFlags.length > 0,
       autonomous_blockers: checks.autonomous,
     },
-    failure_modes: failureModes(),
+    failure_modes: FAILURE_MODES,
     fallback_behavior: {
       recommended_entrypoint: b.paths.execute,
       match_endpoint: b.paths.match,

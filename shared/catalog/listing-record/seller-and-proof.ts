@@ -1,6 +1,6 @@
 import type { ListingFacts } from "../listing-facts.js";
 import { ACTIVE_MAX_DAYS, IDLE_MAX_DAYS } from "./basis.js";
-import { explained } from "./values.js";
+import { explained, nullReason } from "./values.js";
 
 /**
  * Seller summary, activity and public proof of a listing: the read-time fields that describe who sells
@@ -18,7 +18,8 @@ function slugify(text: string): string {
 
 /** No seller has a trust model yet: the same four fields for every listing, built once. */
 const NO_TRUST = {
-  ...explained("seller_trust_score", null as number | null, "no_trust_model_yet"),
+  seller_trust_score: null as number | null,
+  ...nullReason("seller_trust_score", null, "no_trust_model_yet"),
   ...explained("seller_trust_grade", null as string | null, "no_trust_model_yet"),
   ...explained("seller_trust_badge", null as string | null, "no_trust_model_yet"),
   ...explained("seller_trust_confidence", null as string | null, "no_trust_model_yet"),
@@ -44,8 +45,10 @@ export function sellerSummary(facts: ListingFacts) {
     };
   }
   const missing = "seller_record_not_found";
+  const name = seller?.name ?? null;
   return {
-    ...explained("seller_name", seller?.name ?? null, missing),
+    seller_name: name,
+    ...nullReason("seller_name", name, missing),
     ...explained("seller_tier", null as string | null, seller ? "no_seller_tier_model_yet" : missing),
     // No seller verification exists yet, so no external seller is verified.
     seller_verified: false,

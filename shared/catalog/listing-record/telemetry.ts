@@ -1,5 +1,5 @@
 import type { ListingFacts } from "../listing-facts.js";
-import { explained, oneDecimal, percent } from "./values.js";
+import { explained, nullReason, oneDecimal, percent } from "./values.js";
 
 /** Why an uptime over a window is null: no probes in it, or none ever. */
 function uptimeReason(facts: ListingFacts, window: "7d" | "30d"): string {
@@ -22,8 +22,10 @@ export function uptime30dPct(facts: ListingFacts) {
 /** Latency metrics of succeeded provider attempts in the last 30 days, each with its null reason. */
 export function latencyMetrics(facts: ListingFacts) {
   const reason = "no_successful_calls_in_30d";
+  const avg = oneDecimal(facts.stats.avg_latency_ms);
   return {
-    ...explained("avg_latency_ms", oneDecimal(facts.stats.avg_latency_ms), reason),
+    avg_latency_ms: avg,
+    ...nullReason("avg_latency_ms", avg, reason),
     ...explained("p50_latency_ms", facts.stats.p50_latency_ms, reason),
     ...explained("p95_latency_ms", facts.stats.p95_latency_ms, reason),
   };
@@ -41,7 +43,8 @@ export function buildTelemetry(facts: ListingFacts) {
   const metrics = [successRatePct, uptime.uptime_30d_pct, p50_latency_ms, p95_latency_ms];
   const nullCount = metrics.filter((m) => m === null).length;
   return {
-    ...explained("success_rate_pct", successRatePct, "no_attempts_in_30d"),
+    success_rate_pct: successRatePct,
+    ...nullReason("success_rate_pct", successRatePct, "no_attempts_in_30d"),
     success_rate_basis: "provider_attempts_30d" as const,
     attempts_30d: stats.attempts_30d,
     successful_attempts_30d: stats.successful_attempts_30d,
