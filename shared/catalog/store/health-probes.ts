@@ -1,4 +1,5 @@
 import type { Db } from "../../db/knex.js";
+import { preparedRaw } from "../../db/prepared.js";
 import { type HealthFacts, NO_HEALTH } from "../listing-facts.js";
 import type { VerificationStatus } from "./listings.js";
 
@@ -94,6 +95,31 @@ export async function activeListingIdsAfter(q: Db, afterId: string | null, limit
 }
 
 /**
+ * A page's health reads, as named statements (shared/db/prepared.ts): planned once per connection, not on
+ * every page (docs/benchmarks.md "The thirty-seventh round"). Exported for the plan test
+ * (test/catalog/health-facts-plan.test.ts): a plan kept from small tables still reads by index.
+ */
+export const HEALTH_DAYS_SQL = `select l.id as listing_id, d.count_7d, d.ok_7d, d.count_30d, d.ok_30d
+   from unnest(?::uuid[]) as l(id)
+   cross join lateral (
+     select coalesce(sum(probes) filter (where day > ${TODAY} - 7), 0) as count_7d,
+            coalesce(sum(ok_probes) filter (where day > ${TODAY} - 7), 0) as ok_7d,
+            sum(probes) as count_30d,
+            sum(ok_probes) as ok_30d
+       from health_probe_days
+      where listing_id = l.id and day > ${TODAY} - 30
+   ) d
+  where d.count_30d is not null`;
+
+/** Each listing's latest probe: one index probe a listing. */
+export const LATEST_PROBES_SQL = `select l.id as listing_id, p.ok, p.probed_at
+   from unnest(?::uuid[]) as l(id)
+   cross join lateral (
+     select ok, probed_at from health_probes
+      where listing_id = l.id order by probed_at desc, id desc limit 1
+   ) p`;
+
+/**
  * Health facts for a page of listings in two queries, whatever the page size: 7- and 30-day counts from
  * the daily buckets (the last 7 and 30 UTC dates, today included) and the latest probe of each listing
  * (one index probe per listing). Probe latency is kept per row but not read here: telemetry latency
@@ -103,26 +129,8 @@ export async function readHealthFacts(q: Db, listingIds: string[]): Promise<Map<
   const facts = new Map(listingIds.map((id) => [id, { ...NO_HEALTH }]));
   if (listingIds.length === 0) return facts;
   const [days, latest] = await Promise.all([
-    q.raw(
-      `select listing_id,
-              coalesce(sum(probes) filter (where day > ${TODAY} - 7), 0) as count_7d,
-              coalesce(sum(ok_probes) filter (where day > ${TODAY} - 7), 0) as ok_7d,
-              sum(probes) as count_30d,
-              sum(ok_probes) as ok_30d
-         from health_probe_days
-        where listing_id = any(?::uuid[]) and day > ${TODAY} - 30
-        group by listing_id`,
-      [listingIds],
-    ),
-    q.raw(
-      `select l.id as listing_id, p.ok, p.probed_at
-         from unnest(?::uuid[]) as l(id)
-         cross join lateral (
-           select ok, probed_at from health_probes
-            where listing_id = l.id order by probed_at desc, id desc limit 1
-         ) p`,
-      [listingIds],
-    ),
+    preparedRaw(q, HEALTH_DAYS_SQL, [listingIds]),
+    preparedRaw(q, LATEST_PROBES_SQL, [listingIds]),
   ]);
   for (const row of days.rows) {
     Object.assign(facts.get(row.listing_id)!, {
