@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { HEALTH_DAYS_SQL, LATEST_PROBES_SQL } from "../../shared/catalog/store/health-probes.js";
 import { SELLERS_SQL } from "../../shared/catalog/store/sellers.js";
 import { numberedText } from "../../shared/db/prepared.js";
-import { inRolledBackTransaction, type PlanNode, planNodes } from "../helpers/plans.js";
+import { expectIndexReads, inRolledBackTransaction, planNodes, shadowTables } from "../helpers/plans.js";
 
 // A catalog page's health and seller reads are named statements (shared/catalog/store/health-probes.ts,
 // sellers.ts): a pooled connection may keep one generic plan for each until the tables are analysed
@@ -40,20 +40,12 @@ async function addAgents(trx: Knex.Transaction, count: number) {
   );
 }
 
-/** The reads of a table in a plan: there are some, and none is a sequential scan. */
-function expectIndexReads(plan: PlanNode[], table: string): void {
-  const reads = plan.filter((n) => n["Relation Name"] === table).map((n) => n["Node Type"]);
-  expect(reads.length, table).toBeGreaterThan(0);
-  expect(reads, `${table}: ${JSON.stringify(reads)}`).not.toContain("Seq Scan");
-}
-
 describe("a catalog page's kept health and seller plans", () => {
   it("read by index after the tables grew past their statistics, and answer what a fresh plan answers", async () => {
     const hot = randomUUID();
     const page = [hot, ...Array.from({ length: 19 }, () => randomUUID())];
     await inRolledBackTransaction(async (trx) => {
-      for (const table of SHADOWED)
-        await trx.raw(`create temporary table ${table} (like public.${table} including all) on commit drop`);
+      await shadowTables(trx, SHADOWED);
       await addProbes(trx, hot, 5);
       for (const id of page.slice(1, 5)) await addProbes(trx, id, 3);
       await addProbeDays(trx, 10);

@@ -3,7 +3,7 @@ import type { Knex } from "knex";
 import { describe, expect, it } from "vitest";
 import { ATTEMPT_BUCKETS_SQL, INVOCATION_COUNTERS_SQL } from "../../shared/catalog/store/listing-stats.js";
 import { numberedText } from "../../shared/db/prepared.js";
-import { inRolledBackTransaction, type PlanNode, planNodes } from "../helpers/plans.js";
+import { expectIndexReads, inRolledBackTransaction, planNodes, shadowTables } from "../helpers/plans.js";
 
 // The listing stats' two reads are named statements (shared/catalog/store/listing-stats.ts): a pooled
 // connection may keep one generic plan for them until the tables are analysed again. A generic plan
@@ -33,20 +33,12 @@ async function addCalls(trx: Knex.Transaction, listingId: string, count: number,
   );
 }
 
-/** The reads of a history table in a plan: there are some, and none is a sequential scan. */
-function expectIndexReads(plan: PlanNode[], table: string): void {
-  const reads = plan.filter((n) => n["Relation Name"] === table).map((n) => n["Node Type"]);
-  expect(reads.length, table).toBeGreaterThan(0);
-  expect(reads, `${table}: ${JSON.stringify(reads)}`).not.toContain("Seq Scan");
-}
-
 describe("the listing stats' kept plans", () => {
   it("read a busy listing's tail through the indexes after the history grew past its statistics", async () => {
     const hot = randomUUID();
     const page = [hot, ...Array.from({ length: 19 }, () => randomUUID())];
     await inRolledBackTransaction(async (trx) => {
-      for (const table of SHADOWED)
-        await trx.raw(`create temporary table ${table} (like public.${table} including all) on commit drop`);
+      await shadowTables(trx, SHADOWED);
       await addCalls(trx, hot, 10, 600);
       for (let i = 0; i < 300; i++) await addCalls(trx, randomUUID(), 10, 600);
       for (const table of SHADOWED) await trx.raw(`analyze ${table}`);

@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { expect } from "vitest";
 import { db } from "../../shared/db/knex.js";
 
 // For tests that check how PostgreSQL plans a statement: the plan as a flat list of nodes, and a
@@ -43,4 +44,20 @@ export async function inRolledBackTransaction(work: (trx: Knex.Transaction) => P
     .catch((error: unknown) => {
       if (error !== rollBack) throw error;
     });
+}
+
+/** The reads of a table in a plan: there are some, and none is a sequential scan. */
+export function expectIndexReads(plan: PlanNode[], table: string): void {
+  const reads = plan.filter((n) => n["Relation Name"] === table).map((n) => n["Node Type"]);
+  expect(reads.length, table).toBeGreaterThan(0);
+  expect(reads, `${table}: ${JSON.stringify(reads)}`).not.toContain("Seq Scan");
+}
+
+/**
+ * Temporary tables with the real ones' columns, rules and indexes (no foreign keys) that shadow them for
+ * the transaction: a plan test fills and analyses them as it likes, and nothing is left behind.
+ */
+export async function shadowTables(trx: Knex.Transaction, tables: readonly string[]): Promise<void> {
+  for (const table of tables)
+    await trx.raw(`create temporary table ${table} (like public.${table} including all) on commit drop`);
 }
