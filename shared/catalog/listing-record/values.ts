@@ -55,9 +55,9 @@ const reasonOnly = new Map<string, Literal>();
 /**
  * The reason alone: `{ <key>_null_reason: reason }` when the value is null, else nothing. For the first
  * field of an object literal, written `{ key: value, ...nullReason("key", value, reason), … }` where the
- * rest use explained: Node 20's V8 builds a literal that begins with a spread by a slow copy (~0.7 µs a
- * literal, and every later spread into it slow as well), and one that begins with a plain property in
- * ~30 ns (docs/benchmarks.md "The thirty-seventh round").
+ * rest use explained: Node 20's V8 builds a literal that begins with a spread and adds keys by a slow
+ * copy (~0.7 µs a literal, every later spread into it slow as well, and a new hidden class each call),
+ * and one that begins with a plain property in ~30 ns (docs/benchmarks.md "The thirty-seventh round").
  */
 export function nullReason<K extends string>(
   key: K,

@@ -96,8 +96,10 @@ export async function activeListingIdsAfter(q: Db, afterId: string | null, limit
 
 /**
  * A page's health reads, as named statements (shared/db/prepared.ts): planned once per connection, not on
- * every page (docs/benchmarks.md "The thirty-seventh round"). Exported for the plan test
- * (test/catalog/health-facts-plan.test.ts): a plan kept from small tables still reads by index.
+ * every page (docs/benchmarks.md "The thirty-seventh round"). The days are summed per listing (a lateral
+ * probe of the key's index), not grouped over `listing_id = any(…)`: a generic plan of the grouped form
+ * made while the table was small read it whole once it had grown. Exported for the plan test
+ * (test/catalog/health-facts-plan.test.ts), which checks that a plan kept from small tables reads by index.
  */
 export const HEALTH_DAYS_SQL = `select l.id as listing_id, d.count_7d, d.ok_7d, d.count_30d, d.ok_30d
    from unnest(?::uuid[]) as l(id)
