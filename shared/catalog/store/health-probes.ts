@@ -1,5 +1,5 @@
 import type { Db } from "../../db/knex.js";
-import { preparedRaw } from "../../db/prepared.js";
+import { preparedRaw, UTC_TODAY_SQL } from "../../db/prepared.js";
 import { type HealthFacts, NO_HEALTH } from "../listing-facts.js";
 import type { VerificationStatus } from "./listings.js";
 
@@ -16,8 +16,8 @@ export interface ProbeRow extends NewProbe {
   probed_at: Date;
 }
 
-// Days are UTC dates on both the write and the read side, so a probe lands in the bucket it is read from.
-const TODAY = "(now() at time zone 'utc')::date";
+// Days are UTC dates (UTC_TODAY_SQL) on both the write and the read side, so a probe lands in the bucket
+// it is read from.
 
 /**
  * Records one probe in a single statement: the probe row, its day count, and the listing's verdict.
@@ -39,7 +39,7 @@ export async function recordProbe(
        insert into health_probes (listing_id, ok, http_status, latency_ms, error)
        values (?, ?, ?::int, ?::int, ?) returning id
      ), day as (
-       insert into health_probe_days as d (listing_id, day, probes, ok_probes) values (?, ${TODAY}, 1, ?)
+       insert into health_probe_days as d (listing_id, day, probes, ok_probes) values (?, ${UTC_TODAY_SQL}, 1, ?)
        on conflict (listing_id, day) do update
          set probes = d.probes + 1, ok_probes = d.ok_probes + excluded.ok_probes
        returning 1
@@ -104,12 +104,12 @@ export async function activeListingIdsAfter(q: Db, afterId: string | null, limit
 export const HEALTH_DAYS_SQL = `select l.id as listing_id, d.count_7d, d.ok_7d, d.count_30d, d.ok_30d
    from unnest(?::uuid[]) as l(id)
    cross join lateral (
-     select coalesce(sum(probes) filter (where day > ${TODAY} - 7), 0) as count_7d,
-            coalesce(sum(ok_probes) filter (where day > ${TODAY} - 7), 0) as ok_7d,
+     select coalesce(sum(probes) filter (where day > ${UTC_TODAY_SQL} - 7), 0) as count_7d,
+            coalesce(sum(ok_probes) filter (where day > ${UTC_TODAY_SQL} - 7), 0) as ok_7d,
             sum(probes) as count_30d,
             sum(ok_probes) as ok_30d
        from health_probe_days
-      where listing_id = l.id and day > ${TODAY} - 30
+      where listing_id = l.id and day > ${UTC_TODAY_SQL} - 30
    ) d
   where d.count_30d is not null`;
 
