@@ -7,6 +7,7 @@ import {
   bearerIsWellFormed,
   countClientRequest,
 } from "../shared/identity/index.js";
+import { EncodedJson } from "../shared/kernel/encoded-json.js";
 import { verifyPlatformCall } from "../shared/routing/index.js";
 import { type AppContext, koaPath, Reply, type RouteDef } from "./route.js";
 import { compileResponseCheck, compileValidator } from "./validation.js";
@@ -88,8 +89,10 @@ export function mountRoutes(router: Router, routes: RouteDef[]): void {
       };
       const result = await def.handle(c, input as never);
       const reply = result instanceof Reply ? result : new Reply(200, result);
+      // A body the context encoded itself (kept parts) goes out as its bytes, checked as what it decodes to.
+      const encoded = reply.body instanceof EncodedJson ? reply.body : undefined;
       if (checkResponses && reply.contentType === undefined) {
-        const problem = checks.get(reply.status)?.(reply.body);
+        const problem = checks.get(reply.status)?.(encoded ? encoded.parse() : reply.body);
         if (problem)
           throw new Error(
             `${def.method.toUpperCase()} ${def.path} ${reply.status} breaks its schema: ${problem}`,
@@ -98,7 +101,10 @@ export function mountRoutes(router: Router, routes: RouteDef[]): void {
       c.status = reply.status;
       for (const [name, value] of Object.entries(reply.headers)) c.set(name, value);
       if (reply.contentType) c.type = reply.contentType;
-      c.body = reply.body;
+      if (encoded) {
+        c.body = encoded.bytes();
+        c.type = "application/json";
+      } else c.body = reply.body;
     });
   }
 }

@@ -1,11 +1,13 @@
 import type { Knex } from "knex";
 import { overrideConfig } from "../shared/config.js";
 import { closeDb } from "../shared/db/knex.js";
+import { httpPageScenario, stopHttpPages } from "./catalog/http-page.js";
 import { printMachine, printPlans, printResults, printSlowQueries, printTargets } from "./catalog/report.js";
 import {
   aliasQueries,
   aliasScenario,
   browseScenario,
+  pageJsonScenario,
   preflight,
   type Result,
   recordsScenario,
@@ -26,7 +28,8 @@ import { resolvePostgresServer } from "./lib.js";
  * searchListings (catalog search in the search and registry lanes, and browsing them without search
  * words: the default catalog page) and findActiveByTaskAlias (the execute path's task-alias lookup), and readListingStats (a listing page's counters over 200,000 invocations,
  * beside the full aggregation it replaced), and listingRecords (what an HTTP page adds: its facts and
- * public records, and with them their JSON). Catalog pages are not kept between calls (CATALOG_PAGE_CACHE_SIZE off) except in the
+ * public records, and with them their JSON), and the whole HTTP page (catalogPageJson in process, then
+ * GET /api/capabilities over loopback HTTP from the API's own server, with listing records kept and not). Catalog pages are not kept between calls (CATALOG_PAGE_CACHE_SIZE off) except in the
  * scenarios named "pages kept", which measure a page served again. Prints latencies, throughput, row-count sanity and the plan of the
  * slowest query. A missed target is reported, not failed: this is a measurement, not a test.
  */
@@ -34,6 +37,8 @@ import { resolvePostgresServer } from "./lib.js";
 let knexInstance: Knex | undefined;
 
 async function main(): Promise<void> {
+  // The HTTP scenarios' server would log every request to this report: warnings only.
+  overrideConfig({ logLevel: "warn" });
   if (!Number.isFinite(SECONDS) || SECONDS <= 0) throw new Error("BENCH_SECONDS must be a positive number");
   if (!Number.isInteger(LISTINGS) || LISTINGS < 1000) throw new Error("BENCH_LISTINGS must be ≥ 1000");
   const server = await resolvePostgresServer(DATABASE);
@@ -69,6 +74,10 @@ async function main(): Promise<void> {
     withKeptPages(browseLanes[0]!),
     recordsScenario(),
     recordsScenario({ json: true }),
+    pageJsonScenario({ keptRecords: false }),
+    pageJsonScenario({ keptRecords: true }),
+    httpPageScenario({ keptRecords: false }),
+    httpPageScenario({ keptRecords: true }),
     alias,
     statsScenario(pages),
     fullAggregationScenario(pages),
@@ -104,6 +113,7 @@ try {
   loud(`benchmark failed: ${(error as Error).stack ?? error}`);
   process.exitCode = 1;
 } finally {
+  await stopHttpPages();
   await knexInstance?.destroy();
   await closeDb();
 }

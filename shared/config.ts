@@ -41,6 +41,7 @@ export interface Config {
   featuredPerSeller: number;
   catalogSearchMatchCap: number;
   catalogPageCacheSize: number;
+  catalogRecordCacheSize: number;
   platformSigningKey: string | undefined;
   healthProbeIntervalMs: number;
   healthProbeJitterMs: number;
@@ -483,6 +484,13 @@ export const SETTINGS = {
     "CATALOG_PAGE_CACHE_SIZE",
     1000,
     "catalog pages each process keeps (their listing ids and total), proved current by the catalog generation before use; 0 keeps none",
+    0,
+    100_000,
+  ),
+  catalogRecordCacheSize: int(
+    "CATALOG_RECORD_CACHE_SIZE",
+    1000,
+    "listing records each process keeps as JSON for catalog pages (~25 KB each), proved current by their facts before use; 0 keeps none",
     0,
     100_000,
   ),

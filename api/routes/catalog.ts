@@ -3,7 +3,7 @@ import {
   CatalogQuery,
   CategoryList,
   ChangeListingBody,
-  catalogPage,
+  catalogPageJson,
   changeListing,
   ListingIdParams,
   ListingPage,
@@ -34,7 +34,7 @@ const browseRoute = defineRoute({
   responses: { 200: ListingPage },
   errors: ["SCHEMA_VALIDATION_FAILED"],
   async handle(_ctx, { query }: { query: Static<typeof CatalogQuery> }) {
-    return catalogPage(query);
+    return catalogPageJson(query);
   },
 });
 

@@ -1,6 +1,7 @@
 import type { Knex } from "knex";
 import {
   browseListings,
+  catalogPageJson,
   findActiveByTaskAlias,
   type Lane,
   type LanePage,
@@ -110,6 +111,8 @@ export interface Scenario {
    * scenario, which measures the statements themselves: the same queries repeat within a run.
    */
   keptPages?: boolean;
+  /** Listing records kept as JSON between calls (CATALOG_RECORD_CACHE_SIZE); off unless set. */
+  keptRecords?: boolean;
 }
 
 /** CATALOG_PAGE_CACHE_SIZE as configured, read before the bench turns it off. */
@@ -120,13 +123,23 @@ export function withKeptPages(scenario: Scenario): Scenario {
   return { ...scenario, name: `${scenario.name}, pages kept`, keptPages: true };
 }
 
-/** Runs `work` with pages kept only for a scenario that keeps them. */
+/**
+ * Records kept by the scenario that keeps them: as configured, and at least every record of the
+ * browse pages it reads (31 pages of 100 at the bench's scale), so that it measures records kept, not
+ * the least recently used going out.
+ */
+export const KEPT_RECORDS = Math.max(getConfig().catalogRecordCacheSize, 4000);
+
+/** Runs `work` with pages and records kept only for a scenario that keeps them. */
 async function withPageCache<T>(scenario: Scenario, work: () => Promise<T>): Promise<T> {
-  overrideConfig({ catalogPageCacheSize: scenario.keptPages ? KEPT_PAGES : 0 });
+  overrideConfig({
+    catalogPageCacheSize: scenario.keptPages ? KEPT_PAGES : 0,
+    catalogRecordCacheSize: scenario.keptRecords ? KEPT_RECORDS : 0,
+  });
   try {
     return await work();
   } finally {
-    overrideConfig({ catalogPageCacheSize: 0 });
+    overrideConfig({ catalogPageCacheSize: 0, catalogRecordCacheSize: 0 });
   }
 }
 
@@ -229,6 +242,44 @@ export function recordsScenario(options: { json?: boolean } = {}): Scenario {
     },
   };
 }
+
+/**
+ * The HTTP catalog page's body as GET /api/capabilities makes it (catalogPageJson: the page, its facts,
+ * the paid gate and availability, the records' JSON and the page's, in one buffer as api/mount.ts sends it), over the registry lane's browse
+ * pages at limit 100 with pages kept; with `keptRecords`, records kept between calls where their facts
+ * prove them current (shared/catalog/record-cache.ts), else every record built and encoded. HTTP itself
+ * is not included. Reads through the process's database handle (db()), pointed at the bench's database.
+ */
+export function pageJsonScenario(options: { keptRecords: boolean }): Scenario {
+  const browse = browseScenario("registry", 100);
+  return {
+    name: `page as JSON, browse lane=registry limit=100, pages kept${options.keptRecords ? ", records kept" : ""}`,
+    queries: browse.queries,
+    keptPages: true,
+    keptRecords: options.keptRecords,
+    async call(_knex, category) {
+      const page = await catalogPageJson({
+        visibility: "registry",
+        limit: 100,
+        category: categoryOf(category),
+      });
+      page.bytes(); // what api/mount.ts hands to Koa
+      return pageCounts(page.parts[page.parts.length - 1]!.toString(), 100);
+    },
+  };
+}
+
+/**
+ * A catalog page's row count and total, from its JSON's end (the total follows the records): at offset 0
+ * a page holds min(total, limit) records.
+ */
+export function pageCounts(tail: string, limit: number): { rows: number; total: number } {
+  const total = Number(/\],"total":(\d+),"total_relation"/.exec(tail)?.[1]);
+  return { rows: Math.min(total, limit), total };
+}
+
+/** The category a browse scenario's query names, as the catalog query takes it. */
+export const categoryOf = (query: string) => (query === ALL_CATEGORIES ? undefined : query);
 
 export function aliasScenario(queries: readonly string[]): Scenario {
   return {

@@ -2,10 +2,12 @@ import type { Static } from "@sinclair/typebox";
 import { caip2 } from "../chain/client.js";
 import { getConfig } from "../config.js";
 import { db } from "../db/knex.js";
+import { type EncodedJson, encodeWithArray } from "../kernel/encoded-json.js";
 import { availability, funding, type GateReading, readGate } from "../money/index.js";
-import { NO_HEALTH, NO_REVIEWS } from "./listing-facts.js";
+import { type ListingFacts, NO_HEALTH, NO_REVIEWS, wholeDaysSince } from "./listing-facts.js";
 import { requireListing } from "./listing-lookup.js";
-import { buildListingRecord } from "./listing-record/index.js";
+import { type BuildOptions, buildListingRecord } from "./listing-record/index.js";
+import { recordJson } from "./record-cache.js";
 import type { CatalogQuery } from "./schemas.js";
 import { readHealthFacts } from "./store/health-probes.js";
 import { categoryCounts, searchListings } from "./store/listing-search.js";
@@ -19,8 +21,11 @@ const LANES: Record<Lane, string> = {
   registry: "every active approved listing that is not marked failed",
 };
 
-/** Gathers the facts for a page of listings in a few batched queries and builds their records. */
-export async function listingRecords(rows: ListingRow[], reading?: GateReading) {
+/** The facts of a page of listings, gathered in a few batched queries, and the record's build options. */
+async function pageFacts(
+  rows: ListingRow[],
+  reading?: GateReading,
+): Promise<{ facts: ListingFacts[]; options: BuildOptions }> {
   const ids = rows.map((r) => r.id);
   const sellerIds = [...new Set(rows.map((r) => r.seller_id).filter((id): id is string => id !== null))];
   const [stats, sellers, health] = await Promise.all([
@@ -31,22 +36,37 @@ export async function listingRecords(rows: ListingRow[], reading?: GateReading) 
   const { platformId, publicBaseUrl, idempotencyRetentionHours, chainId } = getConfig();
   const gate = reading ?? (await readGate());
   const now = new Date();
-  return rows.map((listing) =>
-    buildListingRecord(
-      {
-        listing,
-        seller: listing.seller_id ? (sellers.get(listing.seller_id) ?? null) : null,
-        stats: stats.get(listing.id)!,
-        health: health.get(listing.id) ?? NO_HEALTH,
-        reviews: NO_REVIEWS,
-        paidGate: { enabled: gate.enabled, reason: gate.reason },
-        platformId,
-        baseUrl: publicBaseUrl,
-        now,
-      },
-      { idempotencyRetentionHours, settlementNetwork: caip2(chainId) },
-    ),
-  );
+  const facts = rows.map((listing): ListingFacts => {
+    const listingStats = stats.get(listing.id)!;
+    return {
+      listing,
+      seller: listing.seller_id ? (sellers.get(listing.seller_id) ?? null) : null,
+      stats: listingStats,
+      health: health.get(listing.id) ?? NO_HEALTH,
+      reviews: NO_REVIEWS,
+      paidGate: { enabled: gate.enabled, reason: gate.reason },
+      platformId,
+      baseUrl: publicBaseUrl,
+      daysSinceLastInvoke: wholeDaysSince(now, listingStats.last_invoked_at),
+    };
+  });
+  return { facts, options: { idempotencyRetentionHours, settlementNetwork: caip2(chainId) } };
+}
+
+/** Gathers the facts for a page of listings in a few batched queries and builds their records. */
+export async function listingRecords(rows: ListingRow[], reading?: GateReading) {
+  const { facts, options } = await pageFacts(rows, reading);
+  return facts.map((f) => buildListingRecord(f, options));
+}
+
+/**
+ * The records of a page's listings as their JSON (UTF-8), in order: kept ones where their facts prove
+ * them current (record-cache.ts), the rest built and encoded. `generation` is the one the rows were
+ * read at (SearchPage), null for rows read without one.
+ */
+async function listingRecordTexts(rows: ListingRow[], generation: string | null, reading: GateReading) {
+  const { facts, options } = await pageFacts(rows, reading);
+  return facts.map((f) => recordJson(db(), generation, f, options));
 }
 
 /** GET /api/categories: the categories of public (registry-lane) listings, with counts. */
@@ -55,12 +75,12 @@ export async function listingCategories() {
   return { lane: "registry" as const, categories, generated_at: new Date().toISOString() };
 }
 
-/** One page of the catalog (GET /api/capabilities): records, paging, marketplace info, availability. */
-export async function catalogPage(query: Static<typeof CatalogQuery>) {
+/** A page's listings, read, with what the page says besides its records. */
+async function readCatalogPage(query: Static<typeof CatalogQuery>) {
   const lane: Lane = query.visibility ?? "registry";
   const limit = query.limit ?? 100;
   const offset = query.offset ?? 0;
-  const { rows, total, totalRelation } = await searchListings(db(), {
+  const { rows, total, totalRelation, generation } = await searchListings(db(), {
     search: query.search,
     category: query.category,
     lane,
@@ -70,8 +90,8 @@ export async function catalogPage(query: Static<typeof CatalogQuery>) {
     matchCap: getConfig().catalogSearchMatchCap,
   });
   const gate = await readGate();
-  return {
-    capabilities: await listingRecords(rows, gate),
+  // Everything a page holds after its records, in the order the page shows it.
+  const rest = {
     total,
     total_relation: totalRelation,
     limit,
@@ -93,6 +113,22 @@ export async function catalogPage(query: Static<typeof CatalogQuery>) {
     },
     availability: await availability(gate),
   };
+  return { rows, generation, gate, rest };
+}
+
+/** One page of the catalog: records, paging, marketplace info, availability. */
+export async function catalogPage(query: Static<typeof CatalogQuery>) {
+  const { rows, gate, rest } = await readCatalogPage(query);
+  return { capabilities: await listingRecords(rows, gate), ...rest };
+}
+
+/**
+ * GET /api/capabilities: catalogPage as its JSON, byte for byte, with the records' texts kept between
+ * reads where their facts prove them current (record-cache.ts; docs/catalog.md "Kept records").
+ */
+export async function catalogPageJson(query: Static<typeof CatalogQuery>): Promise<EncodedJson> {
+  const { rows, generation, gate, rest } = await readCatalogPage(query);
+  return encodeWithArray("capabilities", await listingRecordTexts(rows, generation, gate), rest);
 }
 
 /** GET /api/capabilities/{id}: any listing's record, retired ones included (receipts point at them). */
@@ -101,13 +137,20 @@ export async function listingRecordById(id: string) {
   return record!;
 }
 
-/** GET /market.json: the canonical catalog (registry lane, first page) plus availability, read now. */
-export async function marketDocument() {
-  const page = await catalogPage({ visibility: "registry", limit: 100, offset: 0 });
-  return {
+/**
+ * GET /market.json: the canonical catalog (registry lane, first page) plus availability, read now, as
+ * its JSON (records kept as catalogPageJson keeps them).
+ */
+export async function marketDocument(): Promise<EncodedJson> {
+  const { rows, generation, gate, rest } = await readCatalogPage({
+    visibility: "registry",
+    limit: 100,
+    offset: 0,
+  });
+  const head = {
     schema: `${getConfig().platformId}.market.v1`,
     platform: getConfig().platformId,
     generated_at: new Date().toISOString(),
-    ...page,
   };
+  return encodeWithArray("capabilities", await listingRecordTexts(rows, generation, gate), rest, head);
 }

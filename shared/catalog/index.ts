@@ -4,6 +4,7 @@
 
 export {
   catalogPage,
+  catalogPageJson,
   listingCategories,
   listingRecordById,
   listingRecords,

@@ -4,7 +4,7 @@ import type { ListingRow } from "./store/listings.js";
 /**
  * Everything the public listing record is computed from (shared/catalog/listing-record/). Gathered by
  * shared/catalog/catalog.ts in a few batched queries per page; the record builder is a pure function of
- * these facts, so every value it shows can be traced to a row, and a missing fact becomes null with a
+ * these facts (no clock: the read's time enters as daysSinceLastInvoke), so every value it shows can be traced to a row, and a missing fact becomes null with a
  * `*_null_reason` instead of a guess.
  */
 export interface ListingStats {
@@ -61,7 +61,19 @@ export interface ListingFacts {
   platformId: string;
   /** Absolute base of links, without a trailing slash. */
   baseUrl: string;
-  now: Date;
+  /**
+   * Whole days (floor) from the read to stats.last_invoked_at, never negative; null when never invoked
+   * (wholeDaysSince). The record's one dependence on the clock, made a fact so that the record is a
+   * function of its facts alone and a kept record's facts prove it current (record-cache.ts).
+   */
+  daysSinceLastInvoke: number | null;
+}
+
+const DAY_MS = 86_400_000;
+
+/** Whole days from `then` to `now` (floor; 0 when a clock a little behind the database puts `then` later). */
+export function wholeDaysSince(now: Date, then: Date | null): number | null {
+  return then === null ? null : Math.max(0, Math.floor((now.getTime() - then.getTime()) / DAY_MS));
 }
 
 /** A listing never invoked: every counter 0, every latency unknown. */

@@ -60,6 +60,13 @@ export const catalogPageCache = new Counter({
   registers: [registry],
 });
 
+export const catalogRecordCache = new Counter({
+  name: "agentmarket_catalog_record_cache_total",
+  help: "Listing records on catalog pages by how the kept records answered them (hit, changed, miss)",
+  labelNames: ["outcome"] as const,
+  registers: [registry],
+});
+
 /**
  * Every statement this process sends through knex (its "query" event, transaction BEGIN/COMMIT
  * included), unlabelled so that counting costs one increment: `bench:execute` divides it by the

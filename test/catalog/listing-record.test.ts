@@ -6,14 +6,18 @@ import {
   NO_REVIEWS,
   NO_STATS,
   type SellerFacts,
+  wholeDaysSince,
 } from "../../shared/catalog/listing-facts.js";
 import {
+  type BuildOptions,
   buildListingRecord,
   type ListingRecord,
   PLATFORM_MAX_LATENCY_MS,
   SPEC_FAILURE_CODES,
 } from "../../shared/catalog/listing-record/index.js";
+import { recordJson } from "../../shared/catalog/record-cache.js";
 import type { ListingRow } from "../../shared/catalog/store/listings.js";
+import type { Db } from "../../shared/db/knex.js";
 import { ERRORS, type ErrorSpec } from "../../shared/errors.js";
 import { MAX_PROVIDER_LATENCY_MS } from "../../shared/routing/provider-call.js";
 
@@ -107,16 +111,17 @@ interface FactsOverrides {
 }
 
 function buildFacts(o: FactsOverrides = {}): ListingFacts {
+  const stats = { ...NO_STATS, ...o.stats };
   return {
     listing: listingRow(o.listing),
     seller: o.seller ?? null,
-    stats: { ...NO_STATS, ...o.stats },
+    stats,
     health: { ...NO_HEALTH, ...o.health },
     reviews: { ...NO_REVIEWS, ...o.reviews },
     paidGate: o.paidGate ?? { enabled: false, reason: "platform_custody_frozen" },
     platformId: "agentmarket",
     baseUrl: BASE,
-    now: o.now ?? NOW,
+    daysSinceLastInvoke: wholeDaysSince(o.now ?? NOW, stats.last_invoked_at),
   };
 }
 
@@ -1075,5 +1080,59 @@ describe("seller, proof and supply fields", () => {
     expect(r.public_proof_evidence.runtime_status).toBe(runtime);
     expect(r.public_proof_evidence.successful_calls).toBe(facts().stats.success_count);
     expect(r.public_proof_summary).toContain(`${facts().stats.success_count} successful of`);
+  });
+});
+
+// recordJson (shared/catalog/record-cache.ts) keeps a record's text while the facts it was built from
+// are unchanged; the database test (record-cache.test.ts) moves the facts a database holds, this one
+// each fact alone, and the build options, which that test cannot move.
+describe("kept records", () => {
+  const options = { idempotencyRetentionHours: 24, settlementNetwork: "eip155:31337" };
+  /** recordJson over records kept for one test alone (they are kept per database handle). */
+  const keeper = () => {
+    const handle = {} as Db;
+    return (facts: ListingFacts, o: BuildOptions = options, generation = "7") =>
+      recordJson(handle, generation, facts, o).toString("utf8");
+  };
+  const fresh = (facts: ListingFacts, o: BuildOptions = options) =>
+    JSON.stringify(buildListingRecord(facts, o));
+
+  it("answer each fact and option moved alone with the record those facts build", () => {
+    const kept = keeper();
+    const base = echoFacts({
+      listing: { price_micros: "10000", seller_id: SELLER.id, public_supply_origin: "external_seller" },
+      seller: SELLER,
+    });
+    expect(kept(base)).toBe(fresh(base));
+    const moved: [string, ListingFacts, BuildOptions?][] = [
+      ["paid gate", { ...base, paidGate: { enabled: true, reason: null } }],
+      ["reviews", { ...base, reviews: { ...base.reviews, review_count: 2, avg_rating: 4.5 } }],
+      ["health", { ...base, health: { ...base.health, probe_count_7d: 9, probe_success_7d: 8 } }],
+      ["counters", { ...base, stats: { ...base.stats, failure_count: base.stats.failure_count + 1 } }],
+      ["seller", { ...base, seller: { ...SELLER, name: "Acme Renamed" } }],
+      ["platform id", { ...base, platformId: "othermarket" }],
+      ["base of links", { ...base, baseUrl: "https://market.example" }],
+      ["days since the last call", { ...base, daysSinceLastInvoke: 12 }],
+      ["last success", { ...base, listing: { ...base.listing, last_success_at: null } }],
+      ["retention", base, { ...options, idempotencyRetentionHours: 72 }],
+      ["settlement network", base, { ...options, settlementNetwork: "eip155:8453" }],
+    ];
+    for (const [what, facts, o] of moved) {
+      const text = kept(facts, o);
+      expect(text, what).toBe(fresh(facts, o));
+      expect(text, what).not.toBe(fresh(base));
+      expect(kept(base), `${what}, then back`).toBe(fresh(base));
+    }
+  });
+
+  it("name the listing row by its generation: another generation builds it again", () => {
+    const kept = keeper();
+    const base = echoFacts();
+    kept(base);
+    const renamed = { ...base, listing: { ...base.listing, name: "Renamed" } };
+    // Within one generation the database holds one version of the row (store/generation.ts), so the row
+    // is not compared: the kept text stands.
+    expect(kept(renamed)).toBe(fresh(base));
+    expect(kept(renamed, options, "8")).toBe(fresh(renamed));
   });
 });

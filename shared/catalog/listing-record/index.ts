@@ -12,7 +12,7 @@ import { explained, flag, isoOrNull, nullReason, oneDecimal, ratio } from "./val
 
 /**
  * The public listing record (spec "Listing (capability)", read-time fields and nested objects), built
- * by a pure function of ListingFacts: no I/O, no clock but facts.now, and no value without evidence.
+ * by a pure function of ListingFacts: no I/O, no clock, and no value without evidence.
  */
 
 export {

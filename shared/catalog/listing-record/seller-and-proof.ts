@@ -7,8 +7,6 @@ import { explained, nullReason } from "./values.js";
  * it and what evidence of use exists, each computed from the facts or null with a reason.
  */
 
-const DAY_MS = 86_400_000;
-
 function slugify(text: string): string {
   return text
     .toLowerCase()
@@ -70,15 +68,13 @@ export type ActivityStatus = "active" | "idle" | "dormant";
  * or never invoked. days_since_last_invoke is the same whole-day count (floor), so the two agree.
  */
 export function activity(facts: ListingFacts) {
-  const last = facts.stats.last_invoked_at;
-  if (last === null) {
+  const days = facts.daysSinceLastInvoke;
+  if (days === null) {
     return {
       activity_status: "dormant" as ActivityStatus,
       ...explained("days_since_last_invoke", null as number | null, "never_invoked"),
     };
   }
-  // A clock a little behind the database must not yield negative days.
-  const days = Math.max(0, Math.floor((facts.now.getTime() - last.getTime()) / DAY_MS));
   const status: ActivityStatus =
     days <= ACTIVE_MAX_DAYS ? "active" : days <= IDLE_MAX_DAYS ? "idle" : "dormant";
   return {

@@ -36,6 +36,12 @@ export interface SearchPage {
   total: number;
   /** "eq": total is exact; "gte": more listings match than were ranked (Elasticsearch's word). */
   totalRelation: "eq" | "gte";
+  /**
+   * The catalog generation the rows were read at (generation.ts): every column of each row but
+   * last_success_at is what the database holds while the generation is still this. null when no
+   * statement ran (search words with nothing to match).
+   */
+  generation: string | null;
 }
 
 /** Search terms → a prefix tsquery over the 'simple' vector ("doc pars" finds "document parse"). */
@@ -100,11 +106,11 @@ export async function searchListings(q: Knex, c: ListingSearch): Promise<SearchP
  */
 async function rankedSearch(q: Knex, c: ListingSearch, search: string): Promise<SearchPage> {
   const statement = searchStatement(q, c, search);
-  if (!statement) return { rows: [], total: 0, totalRelation: "eq" };
-  const { rows, total } = await pageAndTotal(q, statement);
+  if (!statement) return { rows: [], total: 0, totalRelation: "eq", generation: null };
+  const { rows, total, generation } = await pageAndTotal(q, statement);
   return total > c.matchCap
-    ? { rows, total: c.matchCap, totalRelation: "gte" }
-    : { rows, total, totalRelation: "eq" };
+    ? { rows, total: c.matchCap, totalRelation: "gte", generation }
+    : { rows, total, totalRelation: "eq", generation };
 }
 
 /**
@@ -169,7 +175,7 @@ export async function browseListings(q: Knex, c: LanePage): Promise<SearchPage> 
     bindings: [...page.bindings, ...count.bindings],
     order: "page.featured desc, page.created_at, page.id",
   });
-  return { ...found, totalRelation: "eq" };
+  return { rows: found.rows, total: found.total, totalRelation: "eq", generation: found.generation };
 }
 
 /** CTEs `page` (ids and order keys) and `total` (one row, n), their bindings, and the page's order. */
@@ -227,7 +233,7 @@ async function pageAndTotal(q: Knex, s: PageStatement): Promise<Omit<SearchPage,
     const page = await computePage(on, s);
     const rows = await readPageRows(on, page);
     if (rows) keepPage(q, key, page);
-    return rows && { rows, total: page.total };
+    return rows && { rows, total: page.total, generation: page.generation };
   };
   return (
     (await read(q)) ??

@@ -76,7 +76,7 @@ export async function readPageRows(q: Db, page: KeptPage): Promise<ListingRow[] 
 export async function keptPageRows(
   q: Db,
   key: string,
-): Promise<{ rows: ListingRow[]; total: number } | undefined> {
+): Promise<{ rows: ListingRow[]; total: number; generation: string } | undefined> {
   if (getConfig().catalogPageCacheSize === 0) return undefined;
   const pages = kept.get(q);
   const page = pages?.get(key);
@@ -92,5 +92,5 @@ export async function keptPageRows(
   }
   setRecent(pages, key, page, getConfig().catalogPageCacheSize);
   catalogPageCache.inc({ outcome: "hit" });
-  return { rows, total: page.total };
+  return { rows, total: page.total, generation: page.generation };
 }
