@@ -490,7 +490,7 @@ export const SETTINGS = {
   catalogRecordCacheSize: int(
     "CATALOG_RECORD_CACHE_SIZE",
     1000,
-    "listing records each process keeps as JSON for catalog pages (~25 KB each), proved current by their facts before use; 0 keeps none",
+    "listing records each process keeps as JSON for catalog pages (~28 KB each), proved current by their facts before use; 0 keeps none",
     0,
     100_000,
   ),

@@ -7,7 +7,7 @@ import { type BuildOptions, buildListingRecord } from "./listing-record/index.js
 
 // Listing records this process keeps as their JSON (UTF-8 bytes), for catalog pages (docs/catalog.md "Kept
 // records"). Encoding a page's records is most of what an HTTP page costs once its rows are read (a
-// record is ~25 KB of JSON, much of it the contracts and export profiles the spec repeats in each one),
+// record is ~28 KB of JSON, much of it the contracts and export profiles the spec repeats in each one),
 // and between two reads of a page most records have not changed.
 //
 // A record is a pure function of its facts and the build options (listing-record/index.ts: no I/O, no

@@ -1,9 +1,9 @@
 // A JSON document a context has encoded itself, as UTF-8 bytes in parts, for an answer whose parts it
 // keeps encoded (kept listing records: shared/catalog/record-cache.ts). The HTTP layer sends the bytes as
 // they are, as application/json, and checks what they decode to against the route's schema as it checks
-// any body (api/mount.ts). Bytes, not a string: Node writes a large string to a socket far more slowly
-// than it writes the same document as a Buffer (a 2.9 MB catalog page: ~2 ms more, and joining the
-// parts into one string ~2–4 ms more again; docs/benchmarks.md "The thirty-eighth round").
+// any body (api/mount.ts). Bytes, not one string: handed a 2.8 MB string (a catalog page of 100), Koa
+// measures it and the socket encodes it whole, ~7 ms together, where each part's bytes are made once,
+// small (docs/benchmarks.md "The thirty-eighth round").
 
 export class EncodedJson {
   constructor(readonly parts: readonly Buffer[]) {}
