@@ -1,5 +1,6 @@
 import { getConfig } from "../config.js";
 import type { Db } from "../db/knex.js";
+import { mapsPerHandle } from "../db/per-handle.js";
 import { setRecent } from "../kernel/recent.js";
 import { catalogRecordCache } from "../observability/metrics.js";
 import type { ListingFacts } from "./listing-facts.js";
@@ -27,7 +28,7 @@ interface KeptRecord {
   json: Buffer;
 }
 
-const kept = new WeakMap<Db, Map<string, KeptRecord>>();
+const kept = mapsPerHandle<string, KeptRecord>();
 
 // Counted per record, up to a hundred a page: the children are bound once, not looked up by label each time.
 const counted = {
@@ -35,15 +36,6 @@ const counted = {
   changed: catalogRecordCache.labels("changed"),
   miss: catalogRecordCache.labels("miss"),
 };
-
-function recordsOf(q: Db): Map<string, KeptRecord> {
-  let records = kept.get(q);
-  if (!records) {
-    records = new Map();
-    kept.set(q, records);
-  }
-  return records;
-}
 
 function encodeRecord(facts: ListingFacts, options: BuildOptions): Buffer {
   return Buffer.from(JSON.stringify(buildListingRecord(facts, options)));
@@ -68,7 +60,7 @@ export function recordJson(
 ): Buffer {
   const size = getConfig().catalogRecordCacheSize;
   if (generation === null || size === 0) return encodeRecord(facts, options);
-  const records = recordsOf(q);
+  const records = kept.of(q);
   const stamp = stampOf(generation, facts, options);
   const held = records.get(facts.listing.id);
   if (held?.stamp === stamp) {

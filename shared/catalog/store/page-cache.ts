@@ -1,5 +1,6 @@
 import { getConfig } from "../../config.js";
 import type { Db } from "../../db/knex.js";
+import { mapsPerHandle } from "../../db/per-handle.js";
 import { preparedRaw } from "../../db/prepared.js";
 import { setRecent } from "../../kernel/recent.js";
 import { catalogPageCache } from "../../observability/metrics.js";
@@ -23,16 +24,7 @@ export interface KeptPage {
   total: number;
 }
 
-const kept = new WeakMap<Db, Map<string, KeptPage>>();
-
-function pagesOf(q: Db): Map<string, KeptPage> {
-  let pages = kept.get(q);
-  if (!pages) {
-    pages = new Map();
-    kept.set(q, pages);
-  }
-  return pages;
-}
+const kept = mapsPerHandle<string, KeptPage>();
 
 /**
  * Keeps a page computed in generation `page.generation` under its statement's key, unless a page of a
@@ -41,7 +33,7 @@ function pagesOf(q: Db): Map<string, KeptPage> {
 export function keepPage(q: Db, key: string, page: KeptPage): void {
   const size = getConfig().catalogPageCacheSize;
   if (size === 0) return;
-  const pages = pagesOf(q);
+  const pages = kept.of(q);
   const held = pages.get(key);
   if (held && BigInt(held.generation) > BigInt(page.generation)) return;
   setRecent(pages, key, page, size);
@@ -78,7 +70,7 @@ export async function keptPageRows(
   key: string,
 ): Promise<{ rows: ListingRow[]; total: number; generation: string } | undefined> {
   if (getConfig().catalogPageCacheSize === 0) return undefined;
-  const pages = kept.get(q);
+  const pages = kept.peek(q);
   const page = pages?.get(key);
   if (!pages || !page) {
     catalogPageCache.inc({ outcome: "miss" });
