@@ -64,7 +64,7 @@ export async function listingRecords(rows: ListingRow[], reading?: GateReading) 
  * them current (record-cache.ts), the rest built and encoded. `generation` is the one the rows were
  * read at (SearchPage), null for rows read without one.
  */
-async function listingRecordTexts(rows: ListingRow[], generation: string | null, reading: GateReading) {
+async function encodedRecords(rows: ListingRow[], generation: string | null, reading: GateReading) {
   const { facts, options } = await pageFacts(rows, reading);
   return facts.map((f) => recordJson(db(), generation, f, options));
 }
@@ -123,12 +123,12 @@ export async function catalogPage(query: Static<typeof CatalogQuery>) {
 }
 
 /**
- * GET /api/capabilities: catalogPage as its JSON, byte for byte, with the records' texts kept between
+ * GET /api/capabilities: catalogPage as its JSON, byte for byte, with the records' JSON kept between
  * reads where their facts prove them current (record-cache.ts; docs/catalog.md "Kept records").
  */
 export async function catalogPageJson(query: Static<typeof CatalogQuery>): Promise<EncodedJson> {
   const { rows, generation, gate, rest } = await readCatalogPage(query);
-  return encodeWithArray("capabilities", await listingRecordTexts(rows, generation, gate), rest);
+  return encodeWithArray("capabilities", await encodedRecords(rows, generation, gate), rest);
 }
 
 /** GET /api/capabilities/{id}: any listing's record, retired ones included (receipts point at them). */
@@ -152,5 +152,5 @@ export async function marketDocument(): Promise<EncodedJson> {
     platform: getConfig().platformId,
     generated_at: new Date().toISOString(),
   };
-  return encodeWithArray("capabilities", await listingRecordTexts(rows, generation, gate), rest, head);
+  return encodeWithArray("capabilities", await encodedRecords(rows, generation, gate), rest, head);
 }

@@ -12,13 +12,13 @@ import { type BuildOptions, buildListingRecord } from "./listing-record/index.js
 // and between two reads of a page most records have not changed.
 //
 // A record is a pure function of its facts and the build options (listing-record/index.ts: no I/O, no
-// clock). So a kept text is proved current by comparing facts, with nothing to tell and nothing to expire:
+// clock). So a kept record is proved current by comparing facts, with nothing to tell and nothing to expire:
 // - the listing row by the catalog generation it was read at (store/generation.ts): two rows of one
 //   listing read at the same generation are alike in every column but last_success_at, compared itself;
 // - every other fact (seller, counters, health, reviews, the paid gate, links, days since the last call)
 //   and the options, by their JSON, which is exactly what the builder reads of them. A fact added to
 //   ListingFacts later is in the stamp without a change here (the rest of the facts go whole).
-// A stamp that differs builds the record again and keeps the new text. Kept per database handle, like
+// A stamp that differs builds the record again and keeps the new bytes. Kept per database handle, like
 // kept pages (a test may open several databases whose generations and listing ids can coincide), at most
 // CATALOG_RECORD_CACHE_SIZE records, the least recently used out.
 
