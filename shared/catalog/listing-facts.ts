@@ -4,8 +4,8 @@ import type { ListingRow } from "./store/listings.js";
 /**
  * Everything the public listing record is computed from (shared/catalog/listing-record/). Gathered by
  * shared/catalog/catalog.ts in a few batched queries per page; the record builder is a pure function of
- * these facts (no clock: the read's time enters as daysSinceLastInvoke), so every value it shows can be traced to a row, and a missing fact becomes null with a
- * `*_null_reason` instead of a guess.
+ * these facts (no clock: the read's time enters as daysSinceLastInvoke), so every value it shows can be
+ * traced to a row, and a missing fact becomes null with a `*_null_reason` instead of a guess.
  */
 export interface ListingStats {
   /** Invocations routed to the listing, by outcome (queued/running ones count only in total). */
