@@ -26,12 +26,14 @@ import { resolvePostgresServer } from "./lib.js";
  * `npm run bench:catalog`: the catalog queries at scale, called in-process through the real
  * shared/catalog/store functions against a seeded database of its own (no service, no HTTP):
  * searchListings (catalog search in the search and registry lanes, and browsing them without search
- * words: the default catalog page) and findActiveByTaskAlias (the execute path's task-alias lookup), and readListingStats (a listing page's counters over 200,000 invocations,
- * beside the full aggregation it replaced), and listingRecords (what an HTTP page adds: its facts and
- * public records, and with them their JSON), and the whole HTTP page (catalogPageJson in process, then
- * GET /api/capabilities over loopback HTTP from the API's own server, with listing records kept and not). Catalog pages are not kept between calls (CATALOG_PAGE_CACHE_SIZE off) except in the
- * scenarios named "pages kept", which measure a page served again. Prints latencies, throughput, row-count sanity and the plan of the
- * slowest query. A missed target is reported, not failed: this is a measurement, not a test.
+ * words: the default catalog page), findActiveByTaskAlias (the execute path's task-alias lookup),
+ * readListingStats (a listing page's counters over 200,000 invocations, beside the full aggregation it
+ * replaced), listingRecords (what an HTTP page adds: its facts and public records, and with them their
+ * JSON), and the whole HTTP page (catalogPageJson in process, then GET /api/capabilities over loopback
+ * HTTP from the API's own server, with listing records kept and not). Catalog pages are not kept between
+ * calls (CATALOG_PAGE_CACHE_SIZE off) except in the scenarios named "pages kept", which measure a page
+ * served again. Prints latencies, throughput, row-count sanity and the plan of the slowest query. A
+ * missed target is reported, not failed: this is a measurement, not a test.
  */
 
 let knexInstance: Knex | undefined;

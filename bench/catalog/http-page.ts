@@ -1,7 +1,7 @@
 import type { Server } from "node:http";
 import { Agent, request } from "undici";
 import { createHttpServer } from "../../api/http-server.js";
-import { browseScenario, categoryOf, pageCounts, type Scenario } from "./scenarios.js";
+import { categoryOf, pageCounts, registryPagesScenario, type Scenario } from "./scenarios.js";
 
 // GET /api/capabilities over loopback HTTP: the whole catalog page as a client gets it, from the API's
 // own server started in this process on its first call (one keep-alive connection per concurrent caller)
@@ -35,13 +35,10 @@ export async function stopHttpPages(): Promise<void> {
  * records kept too (shared/catalog/record-cache.ts).
  */
 export function httpPageScenario(options: { keptRecords: boolean }): Scenario {
-  const browse = browseScenario("registry", 100);
-  return {
-    name: `GET /api/capabilities over HTTP, lane=registry limit=100, pages kept${options.keptRecords ? ", records kept" : ""}`,
-    queries: browse.queries,
-    keptPages: true,
-    keptRecords: options.keptRecords,
-    async call(_knex, category) {
+  return registryPagesScenario(
+    "GET /api/capabilities over HTTP",
+    options.keptRecords,
+    async (_knex, category) => {
       const { agent, base } = await serve();
       const query = new URLSearchParams({ visibility: "registry", limit: "100" });
       const named = categoryOf(category);
@@ -51,5 +48,5 @@ export function httpPageScenario(options: { keptRecords: boolean }): Scenario {
       if (answer.statusCode !== 200) throw new Error(`GET /api/capabilities answered ${answer.statusCode}`);
       return pageCounts(body.subarray(Math.max(0, body.length - 4096)).toString(), 100);
     },
-  };
+  );
 }

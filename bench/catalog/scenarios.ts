@@ -221,52 +221,52 @@ const CLOSED_GATE: GateReading = {
 };
 
 /**
- * What an HTTP catalog page adds to its listings: the page's facts (listing stats, sellers, health,
- * read in parallel) and its public records (listingRecords), over the registry lane's browse pages at
- * limit 100 with pages kept, so that the store's share is a kept page's read (~1 ms). With `json`, the
- * records are also encoded as the response's JSON (Koa's JSON.stringify of the body); HTTP itself is
- * not included. listingRecords reads through the process's database handle (db()), which the bench
- * points at its own database.
+ * A scenario over the registry lane's browse pages at limit 100 with pages kept (the store's share is a
+ * kept page's read, ~1 ms), and listing records kept too when `keptRecords`: the shape of every scenario
+ * that measures what a catalog page costs above its rows.
  */
-export function recordsScenario(options: { json?: boolean } = {}): Scenario {
-  const browse = browseScenario("registry", 100);
+export function registryPagesScenario(label: string, keptRecords: boolean, call: Scenario["call"]): Scenario {
   return {
-    name: `records${options.json ? " as JSON" : ""}, browse lane=registry limit=100, pages kept`,
-    queries: browse.queries,
+    name: `${label}, browse lane=registry limit=100, pages kept${keptRecords ? ", records kept" : ""}`,
+    queries: browseScenario("registry", 100).queries,
     keptPages: true,
-    async call(knex, category) {
-      const { rows, total } = await browsePage(knex, "registry", 100, category);
-      const records = await listingRecords(rows, CLOSED_GATE);
-      if (options.json) JSON.stringify({ capabilities: records });
-      return { rows: rows.length, total };
-    },
+    keptRecords,
+    call,
   };
 }
 
 /**
+ * What an HTTP catalog page adds to its listings: the page's facts (listing stats, sellers, health,
+ * read in parallel) and its public records (listingRecords). With `json`, the records are also encoded
+ * as the response's JSON (Koa's JSON.stringify of the body); HTTP itself is not included. listingRecords
+ * reads through the process's database handle (db()), which the bench points at its own database.
+ */
+export function recordsScenario(options: { json?: boolean } = {}): Scenario {
+  return registryPagesScenario(`records${options.json ? " as JSON" : ""}`, false, async (knex, category) => {
+    const { rows, total } = await browsePage(knex, "registry", 100, category);
+    const records = await listingRecords(rows, CLOSED_GATE);
+    if (options.json) JSON.stringify({ capabilities: records });
+    return { rows: rows.length, total };
+  });
+}
+
+/**
  * The HTTP catalog page's body as GET /api/capabilities makes it (catalogPageJson: the page, its facts,
- * the paid gate and availability, the records' JSON and the page's, in one buffer as api/mount.ts sends it), over the registry lane's browse
- * pages at limit 100 with pages kept; with `keptRecords`, records kept between calls where their facts
- * prove them current (shared/catalog/record-cache.ts), else every record built and encoded. HTTP itself
- * is not included. Reads through the process's database handle (db()), pointed at the bench's database.
+ * the paid gate and availability, the records' JSON and the page's, in one buffer as api/mount.ts sends
+ * it); with `keptRecords`, records kept between calls where their facts prove them current
+ * (shared/catalog/record-cache.ts), else every record built and encoded. HTTP itself is not included.
+ * Reads through the process's database handle (db()), pointed at the bench's database.
  */
 export function pageJsonScenario(options: { keptRecords: boolean }): Scenario {
-  const browse = browseScenario("registry", 100);
-  return {
-    name: `page as JSON, browse lane=registry limit=100, pages kept${options.keptRecords ? ", records kept" : ""}`,
-    queries: browse.queries,
-    keptPages: true,
-    keptRecords: options.keptRecords,
-    async call(_knex, category) {
-      const page = await catalogPageJson({
-        visibility: "registry",
-        limit: 100,
-        category: categoryOf(category),
-      });
-      page.bytes(); // what api/mount.ts hands to Koa
-      return pageCounts(page.parts[page.parts.length - 1]!.toString(), 100);
-    },
-  };
+  return registryPagesScenario("page as JSON", options.keptRecords, async (_knex, category) => {
+    const page = await catalogPageJson({
+      visibility: "registry",
+      limit: 100,
+      category: categoryOf(category),
+    });
+    page.bytes(); // what api/mount.ts hands to Koa
+    return pageCounts(page.parts[page.parts.length - 1]!.toString(), 100);
+  });
 }
 
 /**
