@@ -1,14 +1,20 @@
 // A JSON document a context has encoded itself, as UTF-8 bytes in parts, for an answer whose parts it
-// keeps encoded (kept listing records: shared/catalog/record-cache.ts). The HTTP layer sends the bytes as
-// they are, as application/json, and checks what they decode to against the route's schema as it checks
-// any body (api/mount.ts). Bytes, not one string: handed a 2.8 MB string (a catalog page of 100), Koa
-// measures it and the socket encodes it whole, ~7 ms together, where each part's bytes are made once,
-// small (docs/benchmarks.md "The thirty-eighth round").
+// keeps encoded (kept listing records: shared/catalog/record-cache.ts). The HTTP layer writes the parts as
+// they are, unjoined, as application/json, and checks what they decode to against the route's schema as
+// it checks any body (api/mount.ts). Bytes, not one string: handed a 2.8 MB string (a catalog page of
+// 100), Koa measures it and the socket encodes it whole, ~7 ms together, where each part's bytes are made
+// once, small (docs/benchmarks.md "The thirty-eighth round"); parts, not one buffer: a fresh buffer of
+// the whole document per answer cost more than the kept parts saved ("The thirty-ninth round").
 
 export class EncodedJson {
-  constructor(readonly parts: readonly Buffer[]) {}
+  /** The document's length in bytes. */
+  readonly byteLength: number;
 
-  /** The document's bytes in one buffer (what an answer sends). */
+  constructor(readonly parts: readonly Buffer[]) {
+    this.byteLength = parts.reduce((n, part) => n + part.length, 0);
+  }
+
+  /** The document's bytes in one buffer (checks and tests read it; an answer writes the parts). */
   bytes(): Buffer {
     return this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts);
   }

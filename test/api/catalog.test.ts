@@ -186,4 +186,22 @@ describe("GET /api/capabilities/{id} and /market.json", () => {
       service_tier: "free_tool",
     });
   });
+
+  // Both answer with the document's parts written as they are (api/mount.ts sendParts), not through
+  // Koa's body: the headers Koa would send must all be there, and HEAD must send none of the body.
+  for (const path of ["/market.json", "/api/capabilities?visibility=registry&limit=100"]) {
+    it(`${path}: the parts sent whole, with every header, and HEAD sends no body`, async () => {
+      const res = await api("GET", path);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      expect(Number(res.headers.get("content-length"))).toBe(Buffer.byteLength(res.text));
+      expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(res.headers.get("x-request-id")).toBeTruthy();
+      expect(res.text).toBe(JSON.stringify(res.body));
+      const head = await fetch(`http://127.0.0.1:${getConfig().port}${path}`, { method: "HEAD" });
+      expect(head.status).toBe(200);
+      expect(head.headers.get("content-length")).toBe(res.headers.get("content-length"));
+      expect(await head.text()).toBe("");
+    });
+  }
 });

@@ -26,6 +26,7 @@ describe("encodeWithArray", () => {
       const encoded = encodeWithArray("capabilities", list.map(bytes), rest, head);
       const expected = JSON.stringify({ ...head, capabilities: list, ...rest });
       expect(encoded.bytes().equals(Buffer.from(expected))).toBe(true);
+      expect(encoded.byteLength).toBe(Buffer.byteLength(expected));
       expect(encoded.text()).toBe(expected);
       expect(encoded.parse()).toEqual(JSON.parse(expected));
     });
