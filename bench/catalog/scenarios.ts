@@ -252,8 +252,8 @@ export function recordsScenario(options: { json?: boolean } = {}): Scenario {
 
 /**
  * The HTTP catalog page's body as GET /api/capabilities makes it (catalogPageJson: the page, its facts,
- * the paid gate and availability, the records' JSON and the page's, in one buffer as api/mount.ts sends
- * it); with `keptRecords`, records kept between calls where their facts prove them current
+ * the paid gate and availability, the records' JSON and the page's, as the parts api/mount.ts writes);
+ * with `keptRecords`, records kept between calls where their facts prove them current
  * (shared/catalog/record-cache.ts), else every record built and encoded. HTTP itself is not included.
  * Reads through the process's database handle (db()), pointed at the bench's database.
  */
@@ -264,7 +264,6 @@ export function pageJsonScenario(options: { keptRecords: boolean }): Scenario {
       limit: 100,
       category: categoryOf(category),
     });
-    page.bytes(); // what api/mount.ts hands to Koa
     return pageCounts(page.parts[page.parts.length - 1]!.toString(), 100);
   });
 }
