@@ -59,16 +59,6 @@ export async function listingRecords(rows: ListingRow[], reading?: GateReading) 
   return facts.map((f) => buildListingRecord(f, options));
 }
 
-/**
- * The records of a page's listings as their JSON (UTF-8), in order: kept ones where their facts prove
- * them current (record-cache.ts), the rest built and encoded. `generation` is the one the rows were
- * read at (SearchPage), null for rows read without one.
- */
-async function encodedRecords(rows: ListingRow[], generation: string | null, reading: GateReading) {
-  const { facts, options } = await pageFacts(rows, reading);
-  return facts.map((f) => recordJson(db(), generation, f, options));
-}
-
 /** GET /api/categories: the categories of public (registry-lane) listings, with counts. */
 export async function listingCategories() {
   const categories = await categoryCounts(db());
@@ -123,12 +113,18 @@ export async function catalogPage(query: Static<typeof CatalogQuery>) {
 }
 
 /**
- * GET /api/capabilities: catalogPage as its JSON, byte for byte, with the records' JSON kept between
- * reads where their facts prove them current (record-cache.ts; docs/catalog.md "Kept records").
+ * GET /api/capabilities: a catalog page as its JSON, byte for byte what JSON.stringify gives for
+ * `{ ...head, ...catalogPage(query) }`, its records' JSON kept between reads where their facts prove them
+ * current (record-cache.ts; docs/catalog.md "Kept records"), the rest built and encoded.
  */
-export async function catalogPageJson(query: Static<typeof CatalogQuery>): Promise<EncodedJson> {
+export async function catalogPageJson(
+  query: Static<typeof CatalogQuery>,
+  head: object = {},
+): Promise<EncodedJson> {
   const { rows, generation, gate, rest } = await readCatalogPage(query);
-  return encodeWithArray("capabilities", await encodedRecords(rows, generation, gate), rest);
+  const { facts, options } = await pageFacts(rows, gate);
+  const records = facts.map((f) => recordJson(db(), generation, f, options));
+  return encodeWithArray("capabilities", records, rest, head);
 }
 
 /** GET /api/capabilities/{id}: any listing's record, retired ones included (receipts point at them). */
@@ -139,18 +135,15 @@ export async function listingRecordById(id: string) {
 
 /**
  * GET /market.json: the canonical catalog (registry lane, first page) plus availability, read now, as
- * its JSON (records kept as catalogPageJson keeps them).
+ * its JSON (catalogPageJson with the document's head).
  */
-export async function marketDocument(): Promise<EncodedJson> {
-  const { rows, generation, gate, rest } = await readCatalogPage({
-    visibility: "registry",
-    limit: 100,
-    offset: 0,
-  });
-  const head = {
-    schema: `${getConfig().platformId}.market.v1`,
-    platform: getConfig().platformId,
-    generated_at: new Date().toISOString(),
-  };
-  return encodeWithArray("capabilities", await encodedRecords(rows, generation, gate), rest, head);
+export function marketDocument(): Promise<EncodedJson> {
+  return catalogPageJson(
+    { visibility: "registry", limit: 100, offset: 0 },
+    {
+      schema: `${getConfig().platformId}.market.v1`,
+      platform: getConfig().platformId,
+      generated_at: new Date().toISOString(),
+    },
+  );
 }

@@ -19,7 +19,7 @@ export class EncodedJson {
     return this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts);
   }
 
-  /** The document as text (checks and tests read it; answers send bytes()). */
+  /** The document as text (checks and tests read it). */
   text(): string {
     return this.bytes().toString("utf8");
   }
