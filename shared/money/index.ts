@@ -51,6 +51,7 @@ export type {
 } from "./ledger/flows.js";
 export {
   captureHold,
+  holdAndResolveTogether,
   holdFunds,
   holdFundsTogether,
   postBond,

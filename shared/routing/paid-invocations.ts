@@ -8,11 +8,10 @@ import {
   type EvidenceRow,
   type HeldFunds,
   type HoldOutcome,
+  holdAndResolveTogether,
   holdFunds,
-  holdFundsTogether,
   type PostEvidence,
   releaseHold,
-  resolveHoldsTogether,
   THIS_TRANSACTION,
 } from "../money/index.js";
 import type { InvocationError } from "./store/invocations.js";
@@ -132,19 +131,28 @@ export interface InvocationHold {
 }
 
 /**
- * Holds for several paid invocations in the transaction that inserts them, in one flight that ends it,
- * all or nothing (holdFundsTogether), behind `before` (their inserts), with the group's withWrites after
- * every hold's write. On any failure, short funds
- * included, nothing is written and the error is thrown as it is: the caller then holds for each
- * invocation alone (holdForInvocation), which answers it.
+ * Holds for paid invocations in the transaction that inserts them, and the settlements of successes in
+ * the transaction that records them (one transaction, when a paid group carries both: paid-group.ts), in
+ * one flight that ends it, all or nothing (holdAndResolveTogether), behind `before` (the inserts and
+ * records), with the group's withWrites after every write. Each success's own before, last and oneFlight
+ * are the group's here. On any failure, short funds included, nothing is written and the error is thrown
+ * as it is: the caller then holds for each invocation alone (holdForInvocation) and settles each success
+ * alone (settleSuccess), which answers it.
  */
-export async function holdForInvocationsTogether(
+export async function holdAndSettleTogether(
   trx: Knex.Transaction,
   holds: readonly InvocationHold[],
+  successes: readonly PaidSuccess[],
   before: Promise<unknown>,
   withWrites?: () => Promise<unknown>,
 ): Promise<void> {
-  await holdFundsTogether(holds.map(holdMovement), trx, before, withWrites);
+  await holdAndResolveTogether(
+    holds.map(holdMovement),
+    successes.map(successOutcome),
+    trx,
+    before,
+    withWrites,
+  );
 }
 
 /** A paid invocation's hold as a ledger movement, with its authorization evidence: the key that asked and the limit it gave. */
@@ -281,22 +289,6 @@ export async function settleSuccess(trx: Knex.Transaction, s: PaidSuccess): Prom
   const outcome = successOutcome(s);
   if ("capture" in outcome) await captureHold(outcome.capture, trx);
   else await releaseHold(outcome.release, trx);
-}
-
-/**
- * Several successes settled in the transaction that records them, in one flight that ends it, all or
- * nothing (resolveHoldsTogether), behind `before` (their success records), with the group's withWrites
- * after every write. Each success's own before,
- * last and oneFlight are the group's here. On any failure nothing is written and the error is thrown:
- * the caller then settles each success alone (settleSuccess).
- */
-export async function settleSuccessesTogether(
-  trx: Knex.Transaction,
-  successes: readonly PaidSuccess[],
-  before: Promise<unknown>,
-  withWrites?: () => Promise<unknown>,
-): Promise<void> {
-  await resolveHoldsTogether(successes.map(successOutcome), trx, before, withWrites);
 }
 
 /** A success's capture, or its release when the serving listing was free, with their evidence. */

@@ -13,13 +13,8 @@ import type { QueuePayload } from "../queues.js";
 import { type CallGate, openCall, releaseEarlyGate } from "./call-gate.js";
 import { offerCompletion } from "./completions.js";
 import type { LimitedListing } from "./listing-limits.js";
-import {
-  chargeMicros,
-  type PaidSuccess,
-  releaseForFailure,
-  settleSuccess,
-  settleSuccessesTogether,
-} from "./paid-invocations.js";
+import { type PaidWriteKind, writePaid } from "./paid-group.js";
+import { chargeMicros, type PaidSuccess, releaseForFailure, settleSuccess } from "./paid-invocations.js";
 import {
   callProvider,
   MAX_PROVIDER_LATENCY_MS,
@@ -199,23 +194,21 @@ async function succeed(
             return id;
           }),
         )
-      : await paidSuccesses
-          .write({
-            record,
-            paid: {
-              invocation,
-              attemptId,
-              listingId: target.id,
-              sellerAgentId: target.seller_id,
-              priceMicros: price,
-              holdMicros: held,
-              providerEvidence: { ...result.evidence },
-            },
-          })
-          .then((committed) => {
-            paidSummary = committed?.summary;
-            return committed?.receiptId;
-          });
+      : await writePaid(PAID_SUCCESSES, {
+          record,
+          paid: {
+            invocation,
+            attemptId,
+            listingId: target.id,
+            sellerAgentId: target.seller_id,
+            priceMicros: price,
+            holdMicros: held,
+            providerEvidence: { ...result.evidence },
+          },
+        }).then((committed) => {
+          paidSummary = committed?.summary;
+          return committed?.receiptId;
+        });
   recorded(receiptId);
   // Offered once the transaction has committed (a failed commit throws before this line).
   if (paidSummary) offerCompletion(paidSummary);
@@ -234,17 +227,6 @@ interface PaidCommit {
   receiptId: string;
   summary: InvocationSummary;
 }
-
-/**
- * Ledger-paid successes, grouped when they arrive together (group-commit.ts): one transaction for the
- * group, its records, one lock of every account their captures move, each capture's write and the
- * COMMIT in one flight (docs/benchmarks.md "The twenty-ninth round"). A lone success, and each success
- * of a group that failed, is recorded alone as before.
- */
-const paidSuccesses = new GroupCommit<PaidSuccessWrite, PaidCommit | undefined>(
-  { one: (w) => recordPaidSuccess(w), many: (ws) => recordPaidSuccesses(ws) },
-  { ...HOT_PATH_GROUPS, name: "paid_successes" },
-);
 
 /**
  * A ledger-paid success: its record and its capture (or release) in one transaction, in one flight: the
@@ -284,18 +266,20 @@ async function recordPaidSuccess({ record, paid }: PaidSuccessWrite): Promise<Pa
 }
 
 /**
- * Paid successes that arrived together, in one transaction and one flight: their records in one strict
- * statement, then their captures or releases (settleSuccessesTogether: one lock, the posts' writes), the
- * keys' days of spend in one statement, and the COMMIT. All or nothing, and not retried: on any failure
- * (a run that another ended, a capture the one-flight write declines, a deadlock) nothing is written, and
- * the group commit records each success alone (recordPaidSuccess), which answers it.
+ * Ledger-paid successes, grouped when they arrive together, with paid claims too (paid-group.ts;
+ * docs/benchmarks.md "The twenty-ninth round" and "The fortieth round"): a lone success, and each success
+ * of a group that failed, is recorded alone (recordPaidSuccess). In a group, their share of its one
+ * transaction and flight: their records in one strict statement ahead (docs/benchmarks.md "The
+ * thirty-second round"), their captures or releases in the group's ledger write, and the keys' days of
+ * spend in one statement after it. On any failure of the group (a run that another ended, a capture the
+ * one-flight write declines, a deadlock) nothing is written, and each success alone answers it.
  */
-async function recordPaidSuccesses(writes: readonly PaidSuccessWrite[]): Promise<(PaidCommit | undefined)[]> {
-  if (new Set(writes.map((w) => w.record.invocationId)).size !== writes.length)
-    throw new Error("recordPaidSuccesses: an invocation appears twice");
-  return db().transaction(async (trx) => {
+const PAID_SUCCESSES: PaidWriteKind<PaidSuccessWrite, PaidCommit | undefined> = {
+  alone: recordPaidSuccess,
+  share(trx, writes) {
+    if (new Set(writes.map((w) => w.record.invocationId)).size !== writes.length)
+      throw new Error("paid successes: an invocation appears twice");
     const receiptIds = writes.map(() => newTimeOrderedId());
-    // One strict statement for the group's records (docs/benchmarks.md "The thirty-second round").
     const recorded = sentAhead(
       recordSuccesses(
         trx,
@@ -303,21 +287,20 @@ async function recordPaidSuccesses(writes: readonly PaidSuccessWrite[]): Promise
         { strict: true },
       ),
     );
-    await settleSuccessesTogether(
-      trx,
-      writes.map(({ paid }, i) => ({ ...paid, receiptId: receiptIds[i]! })),
-      recorded,
-      () =>
+    return {
+      ahead: recorded,
+      successes: writes.map(({ paid }, i) => ({ ...paid, receiptId: receiptIds[i]! })),
+      withWrites: () =>
         settleDailySpendTogether(
           trx,
           writes.map(({ paid }) => ({ invocationId: paid.invocation.id, capturedMicros: paid.priceMicros })),
         ),
-    );
-    // Strict records that did not fail answered their summaries.
-    const summaries = await recorded;
-    return summaries.map((summary, i) => ({ receiptId: receiptIds[i]!, summary: summary! }));
-  });
-}
+      // Strict records that did not fail answered their summaries.
+      answers: async () =>
+        (await recorded).map((summary, i) => ({ receiptId: receiptIds[i]!, summary: summary! })),
+    };
+  },
+};
 
 function callTimeoutMs(listing: Pick<CallTarget, "max_latency_ms">): number {
   return Math.min(listing.max_latency_ms, MAX_PROVIDER_LATENCY_MS);

@@ -43,12 +43,8 @@ import { releaseEarlyGate } from "./call-gate.js";
 import { openCircuits } from "./circuits.js";
 import { takeCompletion } from "./completions.js";
 import { fingerprint, resolveReplay } from "./idempotency.js";
-import {
-  type HoldTerms,
-  holdForInvocation,
-  holdForInvocationsTogether,
-  type InvocationHold,
-} from "./paid-invocations.js";
+import { type PaidWriteKind, writePaid } from "./paid-group.js";
+import { type HoldTerms, holdForInvocation, type InvocationHold } from "./paid-invocations.js";
 import { notInvocable, quoteNotUsable, quoteToPay } from "./quotes.js";
 import {
   type Candidate,
@@ -443,43 +439,35 @@ interface PaidClaim {
 }
 
 /**
- * Paid runs claimed here with no key, quote or approval, grouped when they arrive together
- * (group-commit.ts; docs/benchmarks.md "The twenty-ninth round"): a lone one, and each of a group that
- * failed, runs its own transaction (`alone`); a group shares one (claimPaidTogether).
+ * Paid runs claimed here with no key, quote or approval, grouped when they arrive together, with paid
+ * successes too (paid-group.ts; docs/benchmarks.md "The twenty-ninth round" and "The fortieth round"): a
+ * lone one, and each of a group that failed, runs its own transaction (`alone`). In a group, their share
+ * of its one transaction and flight: the custody check (once) and the runs' strict inserts ahead, their
+ * holds in the group's ledger write (one lock of every account it moves), and the keys' daily
+ * reservations in one statement after it. On any failure of the group (a moved catalog, short funds, a
+ * full daily cap, custody frozen, a hold the one-flight write declines) nothing is written, and each
+ * claim's own transaction answers it.
  */
-const paidClaims = new GroupCommit<PaidClaim, RunClaim>(
-  { one: (c) => c.alone(), many: (claims) => claimPaidTogether(claims) },
-  { ...HOT_PATH_GROUPS, name: "paid_claims" },
-);
-
-/**
- * Paid runs' claims in one transaction and one flight: the custody check (once), the runs' strict
- * inserts, then their holds (one lock of every account they move, the holds' writes), the keys' daily
- * reservations in one statement, and the COMMIT. All or nothing, and not retried as a group: on any
- * failure (a moved catalog, short funds, a full daily cap, custody frozen, a hold the one-flight write
- * declines) nothing is written, and the group commit runs each claim's own transaction, which answers it.
- */
-async function claimPaidTogether(claims: readonly PaidClaim[]): Promise<RunClaim[]> {
-  if (new Set(claims.map((c) => c.row.id)).size !== claims.length)
-    throw new Error("claimPaidTogether: an invocation appears twice");
-  return db().transaction(async (trx) => {
+const PAID_CLAIMS: PaidWriteKind<PaidClaim, RunClaim> = {
+  alone: (claim) => claim.alone(),
+  share(trx, claims) {
+    if (new Set(claims.map((c) => c.row.id)).size !== claims.length)
+      throw new Error("paid claims: an invocation appears twice");
     const custody = assertCustodyOpen(trx);
-    const before = sentAhead(inOneFlight(custody, insertPaidClaims(trx, claims)));
+    const ahead = sentAhead(inOneFlight(custody, insertPaidClaims(trx, claims)));
     // The keys' days of spend: one statement for the group (docs/benchmarks.md "The thirty-second round").
     const reservations = claims.flatMap((c) =>
       c.reserve ? [{ key: c.reserve, holdMicros: c.hold.holdMicros }] : [],
     );
-    await holdForInvocationsTogether(
-      trx,
-      claims.map((c) => c.hold),
-      before,
-      reservations.length > 0 ? () => reserveDailySpendTogether(trx, reservations) : undefined,
-    );
-    const [, inserted] = await before;
-    // A strict insert that did not fail claimed its run.
-    return inserted.map((claim) => claim!);
-  });
-}
+    return {
+      ahead,
+      holds: claims.map((c) => c.hold),
+      withWrites: reservations.length > 0 ? () => reserveDailySpendTogether(trx, reservations) : undefined,
+      // A strict insert that did not fail claimed its run.
+      answers: async () => (await ahead)[1].map((claim) => claim!),
+    };
+  },
+};
 
 /**
  * A paid group's strict inserts: one statement for them all when every claim is on a proved copy and
@@ -570,7 +558,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
   let invocation: InvocationRow;
   try {
     // Paid work claimed here with no key, quote or approval: its transaction may be grouped with others
-    // that arrive while one is in flight (paidClaims); alone, it runs as any transaction below.
+    // that arrive while one is in flight (PAID_CLAIMS, paid-group.ts); alone, it runs as any transaction below.
     const groupable = paid && slot !== undefined && !key && !work.quote && !awaiting;
     const terms: HoldTerms = {
       listedPriceMicros: micros(work.listing.price_micros),
@@ -636,7 +624,7 @@ async function createInvocation(principal: Principal, work: NewWork, requestId: 
         }),
       );
     if (groupable) {
-      claim = await paidClaims.write({
+      claim = await writePaid(PAID_CLAIMS, {
         alone: async () => {
           await alone();
           return claim!;

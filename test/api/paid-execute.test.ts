@@ -385,8 +385,8 @@ describe("paid direct invoke", () => {
   });
 
   it("paid calls sent together hold, and settle, in grouped transactions: each charged once with its own evidence", async () => {
-    // Answers after a pause, so that calls sent together are in flight together (submission.ts
-    // paidClaims, run-invocation.ts paidSuccesses).
+    // Answers after a pause, so that calls sent together are in flight together, and calls sent a little
+    // apart meet: a later call's claim arrives while an earlier one's success is written (paid-group.ts).
     const slow = await startSeller(async (call, res) => {
       await new Promise((resolve) => setTimeout(resolve, 30));
       json(res, 200, { success: true, output: { got: call.body?.input } });
@@ -410,28 +410,37 @@ describe("paid direct invoke", () => {
         expect(res.status).toBe(200);
       }
       const sellerBefore = (await balances(sellerAgent.agentId, "USDC")).payable;
-      const groups = ["paid_claims", "paid_successes"] as const;
-      const counted = async (metric: typeof groupCommitRows, group: string) =>
-        (await metric.get()).values.find((v) => v.labels.group === group)?.value ?? 0;
-      const before = await Promise.all(
-        groups.map(async (g) => [await counted(groupCommitStatements, g), await counted(groupCommitRows, g)]),
-      );
-      const grouped = async () =>
-        Promise.all(
-          groups.map(async (g, i) => ({
-            statements: (await counted(groupCommitStatements, g)) - before[i]![0]!,
-            rows: (await counted(groupCommitRows, g)) - before[i]![1]!,
-          })),
+      const counted = async (metric: typeof groupCommitRows) =>
+        (await metric.get()).values.find((v) => v.labels.group === "paid_writes")?.value ?? 0;
+      const before = [await counted(groupCommitStatements), await counted(groupCommitRows)];
+      const grouped = async () => ({
+        statements: (await counted(groupCommitStatements)) - before[0]!,
+        rows: (await counted(groupCommitRows)) - before[1]!,
+      });
+      /** Ledger transactions of both kinds written by one database transaction (one xmin). */
+      const mixedTransactions = async () => {
+        const { rows } = await db().raw(
+          `select count(distinct h.xmin::text)::int as n
+             from ledger_transactions h
+             join ledger_transactions c on c.xmin = h.xmin and c.kind = 'capture'
+             join invocations i on i.id::text = h.reference_id
+            where h.kind = 'hold' and i.listing_id = ?`,
+          [listing.id],
         );
+        return rows[0].n as number;
+      };
       const calls = [1, 1, 1];
       let sent = 0;
       let counts = await grouped();
+      let mixed = 0;
       // Grouping needs writes that overlap; a loaded machine now and then serves a burst one call at a
-      // time, so up to five bursts of 24 are sent until both writes were grouped.
+      // time, so up to five bursts of 24, sent 2 ms apart, are sent until the writes were grouped and a
+      // group carried both claims and successes.
       for (let burst = 0; burst < 5; burst++) {
         const answers = await Promise.all(
-          Array.from({ length: 24 }, (_, i) => {
+          Array.from({ length: 24 }, async (_, i) => {
             calls[i % 3]! += 1;
+            await new Promise((resolve) => setTimeout(resolve, 2 * i));
             return api("POST", `/api/invoke/${listing.id}`, {
               key: buyers[i % 3]!.apiKey,
               body: { input: { n: sent + i } },
@@ -464,13 +473,15 @@ describe("paid direct invoke", () => {
         }
         sent += answers.length;
         counts = await grouped();
-        // Every write went through its group commit: grouped, alone, or both when a group failed and
-        // its writes went again alone.
-        for (const c of counts) expect(c.rows).toBeGreaterThanOrEqual(sent);
-        if (counts.every((c) => c.statements < sent)) break;
+        // Every write (a claim and a success a call) went through the group commit: grouped, alone, or
+        // both when a group failed and its writes went again alone.
+        expect(counts.rows).toBeGreaterThanOrEqual(2 * sent);
+        mixed = await mixedTransactions();
+        if (counts.statements < 2 * sent && mixed > 0) break;
       }
-      // Fewer statements than calls, for both writes: some were grouped.
-      for (const c of counts) expect(c.statements).toBeLessThan(sent);
+      // Fewer statements than writes: some were grouped; and some group held and captured together.
+      expect(counts.statements).toBeLessThan(2 * sent);
+      expect(mixed).toBeGreaterThan(0);
       // Each buyer paid 0.01 a call, once; nothing is left held; the seller got 97 % of every call.
       for (const [i, buyer] of buyers.entries()) {
         expect(await balances(buyer.agentId, "USDC")).toMatchObject({

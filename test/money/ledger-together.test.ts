@@ -8,11 +8,12 @@ import {
   captureHold,
   creditDeposit,
   type HoldOutcome,
+  holdAndResolveTogether,
   holdFunds,
   holdFundsTogether,
   resolveHoldsTogether,
 } from "../../shared/money/ledger/flows.js";
-import { accountFor, balances } from "../../shared/money/ledger/ledger.js";
+import { accountFor, balances, platformAccount } from "../../shared/money/ledger/ledger.js";
 import { findTransactionByKey, transactionEntries } from "../../shared/money/ledger/store.js";
 import { buildAgent } from "../helpers/factories.js";
 import { holdOf } from "../helpers/money.js";
@@ -55,9 +56,13 @@ async function fund(agentId: string, amount: bigint): Promise<void> {
   });
 }
 
-/** A seller's payable account, made ahead: a post in one flight declines an account on first use. */
+/**
+ * A seller's payable account and the platform's fee account, made ahead: a post in one flight declines
+ * an account on first use (on a fresh database no other test has made the fee account yet).
+ */
 async function payable(seller: string): Promise<void> {
   await accountFor(seller, "seller_payable", "USDC");
+  await platformAccount("platform_revenue", "USDC");
 }
 
 /** [available, held, payable] of an agent. */
@@ -299,5 +304,35 @@ describe("holds made together", () => {
     }
     // 1 + 10 + 20 + … + 110 = 661 held.
     expect(await money(a)).toEqual([339n, 661n, 0n]);
+  });
+
+  it("holds and outcomes of earlier holds in one transaction: outcomes first, then holds, all or nothing", async () => {
+    const [a, seller] = (await agents(2)) as [string, string];
+    await fund(a, 1_000n);
+    await payable(seller);
+    const a1 = await held(a, 300n);
+    // 700 available: a hold of 800 fits only after the partial capture below returns 100 of a1's 300.
+    const [captured, holds] = [capture(a1, seller, 200n), [movement(a, 800n)]];
+    const results = await db().transaction((trx) => holdAndResolveTogether(holds, [captured], trx));
+    expect(results.length).toBe(2);
+    expect(await money(a)).toEqual([0n, 800n, 0n]);
+    expect(await entriesOf(holds[0]!.idempotencyKey)).toEqual([
+      ["agent_available", -800n, 800n, 0n],
+      ["agent_held", 800n, 0n, 800n],
+    ]);
+    // One transaction wrote both: the same xmin.
+    const { rows } = await db().raw(
+      "select count(distinct xmin::text)::int as n from ledger_transactions where id = any(?::uuid[])",
+      [results.map((r) => r.transactionId)],
+    );
+    expect(rows[0].n).toBe(1);
+
+    // A hold short even after the release written with it fails the release too.
+    const before = await money(a);
+    const [release2, short] = [release(holds[0]!), [movement(a, 900n)]];
+    await expect(db().transaction((trx) => holdAndResolveTogether(short, [release2], trx))).rejects.toThrow(
+      /below zero/,
+    );
+    expect(await money(a)).toEqual(before);
   });
 });

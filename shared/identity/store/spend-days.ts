@@ -130,7 +130,7 @@ export const RESOLVE_RESERVATIONS_SQL = `update api_key_spend_days s
 
 /**
  * resolveReservation for several invocations in one statement (a paid group's captures: run-invocation.ts
- * recordPaidSuccesses): each key's day row is written once, by the sums of its invocations.
+ * PAID_SUCCESSES): each key's day row is written once, by the sums of its invocations.
  */
 export async function resolveReservations(
   q: Db,

@@ -150,7 +150,7 @@ export async function holdFundsTogether(
   before?: Promise<unknown>,
   withWrites?: () => Promise<unknown>,
 ): Promise<PostResult[]> {
-  return postTogether(movements.map(holdPost), trx, before, withWrites);
+  return holdAndResolveTogether(movements, [], trx, before, withWrites);
 }
 
 /** A capture's request: the hold it resolves, the seller, and how much of the hold it captures. */
@@ -268,9 +268,28 @@ export async function resolveHoldsTogether(
   before?: Promise<unknown>,
   withWrites?: () => Promise<unknown>,
 ): Promise<PostResult[]> {
-  const inputs = outcomes.map((o) =>
-    "capture" in o ? capturePost(o.capture).input : releasePost(o.release),
-  );
+  return holdAndResolveTogether([], outcomes, trx, before, withWrites);
+}
+
+/**
+ * Holds, and outcomes of earlier holds, in one flight of the caller's transaction that ends it, all or
+ * nothing (postTogether), as holdFundsTogether and resolveHoldsTogether each do: what a paid group that
+ * carries both claims and successes writes (shared/routing/paid-group.ts). The outcomes' posts go first,
+ * so that a partial capture's return is available to the holds after it; any order is a serial order of
+ * the same posts, since a hold and an outcome in one flight never touch the same hold. Answers the
+ * outcomes' posts, then the holds'.
+ */
+export async function holdAndResolveTogether(
+  holds: readonly AgentMovement[],
+  outcomes: readonly HoldOutcome[],
+  trx: Knex.Transaction,
+  before?: Promise<unknown>,
+  withWrites?: () => Promise<unknown>,
+): Promise<PostResult[]> {
+  const inputs = [
+    ...outcomes.map((o) => ("capture" in o ? capturePost(o.capture).input : releasePost(o.release))),
+    ...holds.map(holdPost),
+  ];
   return postTogether(inputs, trx, before, withWrites);
 }
 

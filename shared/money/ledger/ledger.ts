@@ -442,8 +442,8 @@ async function postInOneFlight(
 
 /**
  * Several posts in one flight of the caller's transaction, which they end (a paid call's holds or
- * successes that arrive together: submission.ts paidClaims, run-invocation.ts paidSuccesses;
- * docs/benchmarks.md "The twenty-ninth round"): behind `before`, one
+ * successes that arrive together, both kinds in one group: shared/routing/paid-group.ts;
+ * docs/benchmarks.md "The twenty-ninth round" and "The fortieth round"): behind `before`, one
  * statement that locks every account any of them moves, in id order, so that a group waits on no other
  * post or group in a cycle; then the posts' writes, in one statement, each reading the balances
  * as the posts before it left them (writeTransactionsInFlight); the posts' withWrite statements; the

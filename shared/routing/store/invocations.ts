@@ -366,7 +366,7 @@ function claimsText(columns: readonly string[], today: ReadonlySet<string>, stri
  * shared/db/group-commit.ts): each row is written, with attempt 1, only if the catalog is still at its
  * own generation. Answers per claim, in order; undefined where the guard failed. Strict, a guard that
  * fails fails the statement instead (CATALOG_MOVED), writing nothing: for claims sent in one flight with
- * the holds that follow them (submission.ts claimPaidTogether).
+ * the holds that follow them (submission.ts PAID_CLAIMS).
  * The rows must share a column set (claimsShareColumns), else this throws and nothing is written.
  */
 export async function insertClaimedInvocations(
@@ -800,7 +800,7 @@ const STRICT_SUCCESSES_SQL = successesSql(true);
  * recordSuccess for several records in one statement (group commit: see shared/db/group-commit.ts), each
  * with recordSuccess's conditions. Answers per record, in order; undefined where another run had already
  * ended the invocation; strict, that fails the statement instead, writing nothing (for records sent in one
- * flight with the captures that follow them: run-invocation.ts recordPaidSuccesses). The records must be
+ * flight with the captures that follow them: run-invocation.ts PAID_SUCCESSES). The records must be
  * of distinct invocations.
  */
 export async function recordSuccesses(
