@@ -63,17 +63,11 @@ export interface ListingFacts {
   baseUrl: string;
   /**
    * Whole days (floor) from the read to stats.last_invoked_at, never negative; null when never invoked
-   * (wholeDaysSince). The record's one dependence on the clock, made a fact so that the record is a
-   * function of its facts alone and a kept record's facts prove it current (record-cache.ts).
+   * (wholeDaysSince in shared/kernel/days.ts). The record's one dependence on the clock, made a fact so
+   * that the record is a function of its facts alone and a kept record's facts prove it current
+   * (record-cache.ts).
    */
   daysSinceLastInvoke: number | null;
-}
-
-const DAY_MS = 86_400_000;
-
-/** Whole days from `then` to `now` (floor; 0 when a clock a little behind the database puts `then` later). */
-export function wholeDaysSince(now: Date, then: Date | null): number | null {
-  return then === null ? null : Math.max(0, Math.floor((now.getTime() - then.getTime()) / DAY_MS));
 }
 
 /** A listing never invoked: every counter 0, every latency unknown. */

@@ -3,6 +3,7 @@ import type { Knex } from "knex";
 import { recordAudit } from "../audit/index.js";
 import { type Db, db } from "../db/knex.js";
 import { AppError } from "../errors.js";
+import { daysAfter, wholeDaysSince } from "../kernel/days.js";
 import { formatUsdc } from "../kernel/money.js";
 import {
   assertCustodyOpen,
@@ -35,8 +36,6 @@ import {
 // lock publishing takes — so a bond post, downgrade or release and a publish never interleave: two
 // concurrent posts make one bond, and a release cannot slip between a publish's check and its insert.
 
-const DAY_MS = 24 * 3600 * 1000;
-
 const bondKey = (step: "post" | "downgrade" | "release", stakeId: string) => `ledger:bond_${step}:${stakeId}`;
 
 /** True when the seller has an open (posted or downgraded) bond; call inside the publish transaction. */
@@ -47,7 +46,7 @@ export async function hasOpenBond(trx: Knex.Transaction, agentId: string): Promi
 /** Whether a bonded seller is in good standing now, and since when a downgrade is allowed. */
 export async function goodStanding(q: Db, stake: StakeRow, now = new Date()) {
   const facts = await readStandingFacts(q, stake.agent_id, GOOD_STANDING_DAYS);
-  const eligibleAt = new Date(stake.posted_at.getTime() + GOOD_STANDING_DAYS * DAY_MS);
+  const eligibleAt = daysAfter(stake.posted_at, GOOD_STANDING_DAYS);
   const refundRatePct = facts.paidCalls === 0 ? 0 : (facts.refundedPaidCalls * 100) / facts.paidCalls;
   const blockers: string[] = [];
   if (facts.failedListingIds.length > 0) blockers.push("live_listing_verification_failed");
@@ -59,7 +58,7 @@ export async function goodStanding(q: Db, stake: StakeRow, now = new Date()) {
   return {
     in_good_standing: inGoodStanding,
     window_days: GOOD_STANDING_DAYS,
-    bond_age_days: Math.floor((now.getTime() - stake.posted_at.getTime()) / DAY_MS),
+    bond_age_days: wholeDaysSince(now, stake.posted_at),
     eligible_for_downgrade_at: eligibleAt.toISOString(),
     failed_listing_ids: facts.failedListingIds,
     paid_calls_in_window: facts.paidCalls,

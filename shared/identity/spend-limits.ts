@@ -3,6 +3,7 @@ import { db } from "../db/knex.js";
 import { UTC_TODAY } from "../db/prepared.js";
 import { refusedAs } from "../db/refusals.js";
 import { AppError } from "../errors.js";
+import { daysAfter } from "../kernel/days.js";
 import { formatUsdc, micros } from "../kernel/money.js";
 import type { KeyPolicy } from "./key-policy.js";
 import {
@@ -21,8 +22,7 @@ import {
 
 /** Midnight UTC after the given day (YYYY-MM-DD): when that day's cap resets. */
 export function utcDayEnd(day: string): string {
-  const start = new Date(`${day}T00:00:00.000Z`);
-  return new Date(start.getTime() + 24 * 3600 * 1000).toISOString();
+  return daysAfter(new Date(`${day}T00:00:00.000Z`), 1).toISOString();
 }
 
 /** True when a paid hold of this size is within the key's per-call limit. */

@@ -6,7 +6,6 @@ import {
   NO_REVIEWS,
   NO_STATS,
   type SellerFacts,
-  wholeDaysSince,
 } from "../../shared/catalog/listing-facts.js";
 import {
   type BuildOptions,
@@ -19,6 +18,7 @@ import { recordJson } from "../../shared/catalog/record-cache.js";
 import type { ListingRow } from "../../shared/catalog/store/listings.js";
 import type { Db } from "../../shared/db/knex.js";
 import { ERRORS, type ErrorSpec } from "../../shared/errors.js";
+import { wholeDaysSince } from "../../shared/kernel/days.js";
 import { MAX_PROVIDER_LATENCY_MS } from "../../shared/routing/provider-call.js";
 
 // ---------------------------------------------------------------------------------------------------
