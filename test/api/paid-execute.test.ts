@@ -5,7 +5,11 @@ import { db } from "../../shared/db/knex.js";
 import { builtFullTransactor } from "../../shared/db/transactor.js";
 import { paidGateProvedByHold, readGate, resetGateCache } from "../../shared/money/gate/availability.js";
 import { balances, platformAccount } from "../../shared/money/ledger/ledger.js";
-import { groupCommitRows, groupCommitStatements } from "../../shared/observability/metrics.js";
+import {
+  groupCommitRows,
+  groupCommitSplits,
+  groupCommitStatements,
+} from "../../shared/observability/metrics.js";
 import { type LocalChain, startLocalChain } from "../helpers/chain.js";
 import { buildAgent, buildListing, type TestAgent } from "../helpers/factories.js";
 import { api, errorCode } from "../helpers/http.js";
@@ -491,6 +495,84 @@ describe("paid direct invoke", () => {
       }
       expect((await balances(sellerAgent.agentId, "USDC")).payable - sellerBefore).toBe(
         BigInt(sent) * 9_700n,
+      );
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it("a paid group failed by one buyer's short funds sends its writes alone: every other call is charged once", async () => {
+    // Calls 2 ms apart to a seller that answers after 30 ms: the short buyer's claims meet the other
+    // buyer's claims and successes in the same groups (paid-group.ts), and fail them.
+    const slow = await startSeller(async (call, res) => {
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      json(res, 200, { success: true, output: { got: call.body?.input } });
+    });
+    try {
+      const listing = await buildListing({
+        endpointUrl: slow.url,
+        price: 0.01,
+        sellerId: sellerAgent.agentId,
+        concurrencyLimit: 100,
+        rateLimit: 10_000,
+      });
+      const [rich, poor] = [await funded(5), await funded(0.01)];
+      // One call each first (a post in one flight declines an account on first use); the poor buyer's
+      // spends all it has.
+      for (const buyer of [rich, poor]) {
+        const res = await api("POST", `/api/invoke/${listing.id}`, {
+          key: buyer.apiKey,
+          body: { input: {} },
+        });
+        expect(res.status).toBe(200);
+      }
+      const sellerBefore = (await balances(sellerAgent.agentId, "USDC")).payable;
+      const splits = async () =>
+        (await groupCommitSplits.get()).values.find((v) => v.labels.group === "paid_writes")?.value ?? 0;
+      const splitsBefore = await splits();
+      let richCalls = 1;
+      let served = 0;
+      for (let burst = 0; burst < 5; burst++) {
+        const answers = await Promise.all(
+          Array.from({ length: 24 }, async (_, i) => {
+            await new Promise((resolve) => setTimeout(resolve, 2 * i));
+            const buyer = i % 2 === 0 ? rich : poor;
+            return {
+              rich: buyer === rich,
+              res: await api("POST", `/api/invoke/${listing.id}`, {
+                key: buyer.apiKey,
+                body: { input: { i } },
+              }),
+            };
+          }),
+        );
+        for (const { rich: isRich, res } of answers) {
+          if (!isRich) {
+            expect(errorCode(res)).toBe("PAYMENT_REQUIRED");
+            continue;
+          }
+          richCalls += 1;
+          served += 1;
+          expect(res.status).toBe(200);
+          expect(res.body.cost).toMatchObject({ amount_usdc: "0.010000", charged: true });
+          const receipts = await db()("receipts").where({ invocation_id: res.body.invocation_id });
+          expect(receipts.map((r) => r.id)).toEqual([res.body.receipt_id]);
+          const captures = await db()("ledger_transactions").where({
+            idempotency_key: `ledger:capture:${res.body.invocation_id}`,
+          });
+          expect(captures).toHaveLength(1);
+        }
+        if ((await splits()) > splitsBefore) break;
+      }
+      // Some group failed and its writes went alone.
+      expect(await splits()).toBeGreaterThan(splitsBefore);
+      expect(await balances(rich.agentId, "USDC")).toMatchObject({
+        available: usdc(5) - BigInt(richCalls) * usdc(0.01),
+        held: 0n,
+      });
+      expect(await balances(poor.agentId, "USDC")).toMatchObject({ available: 0n, held: 0n });
+      expect((await balances(sellerAgent.agentId, "USDC")).payable - sellerBefore).toBe(
+        BigInt(served) * 9_700n,
       );
     } finally {
       await slow.close();
