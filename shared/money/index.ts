@@ -53,12 +53,10 @@ export {
   captureHold,
   holdAndResolveTogether,
   holdFunds,
-  holdFundsTogether,
   postBond,
   recordX402Settlement,
   releaseBond,
   releaseHold,
-  resolveHoldsTogether,
   topUpFromFaucet,
 } from "./ledger/flows.js";
 export type { Currency, HeldFunds } from "./ledger/ledger.js";

@@ -41,6 +41,55 @@ async function revenue(): Promise<bigint> {
   return (await platformAccount("platform_revenue", "USDC")).balance_micros;
 }
 
+type Buyer = Awaited<ReturnType<typeof funded>>;
+
+/**
+ * Runs `body` on a paid listing (0.01 USDC, wide limits) whose seller answers after 30 ms, so that calls
+ * sent together, or a little apart, are in flight together (the paid group commit, paid-group.ts). Each
+ * buyer makes one call first: a post in one flight declines an account on first use (each buyer's held
+ * account, the seller's payable), and a group that meets one is run again alone.
+ */
+async function withSlowPaidListing(
+  buyers: Buyer[],
+  body: (listingId: string) => Promise<void>,
+): Promise<void> {
+  const slow = await startSeller(async (call, res) => {
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    json(res, 200, { success: true, output: { got: call.body?.input } });
+  });
+  try {
+    const listing = await buildListing({
+      endpointUrl: slow.url,
+      price: 0.01,
+      sellerId: sellerAgent.agentId,
+      concurrencyLimit: 100,
+      rateLimit: 10_000,
+    });
+    for (const buyer of buyers) {
+      const res = await api("POST", `/api/invoke/${listing.id}`, { key: buyer.apiKey, body: { input: {} } });
+      expect(res.status).toBe(200);
+    }
+    await body(listing.id);
+  } finally {
+    await slow.close();
+  }
+}
+
+/** `count` calls, the i-th sent 2 ms × i after the first, answered in order. */
+function sentApart<T>(count: number, send: (i: number) => Promise<T>): Promise<T[]> {
+  return Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      await new Promise((resolve) => setTimeout(resolve, 2 * i));
+      return send(i);
+    }),
+  );
+}
+
+/** A group commit counter's value for the paid group. */
+async function paidWritesCounted(metric: typeof groupCommitRows): Promise<number> {
+  return (await metric.get()).values.find((v) => v.labels.group === "paid_writes")?.value ?? 0;
+}
+
 beforeAll(async () => {
   ownDb = await useOwnDatabase("paid");
   chain = await startLocalChain();
@@ -389,37 +438,18 @@ describe("paid direct invoke", () => {
   });
 
   it("paid calls sent together hold, and settle, in grouped transactions: each charged once with its own evidence", async () => {
-    // Answers after a pause, so that calls sent together are in flight together, and calls sent a little
-    // apart meet: a later call's claim arrives while an earlier one's success is written (paid-group.ts).
-    const slow = await startSeller(async (call, res) => {
-      await new Promise((resolve) => setTimeout(resolve, 30));
-      json(res, 200, { success: true, output: { got: call.body?.input } });
-    });
-    try {
-      const listing = await buildListing({
-        endpointUrl: slow.url,
-        price: 0.01,
-        sellerId: sellerAgent.agentId,
-        concurrencyLimit: 100,
-        rateLimit: 10_000,
-      });
-      const buyers = [await funded(5), await funded(5), await funded(5)];
-      // One call each first: a post in one flight declines an account on first use (each buyer's held
-      // account, the seller's payable), and a group that meets one is run again alone.
-      for (const buyer of buyers) {
-        const res = await api("POST", `/api/invoke/${listing.id}`, {
-          key: buyer.apiKey,
-          body: { input: {} },
-        });
-        expect(res.status).toBe(200);
-      }
+    // Calls sent together are in flight together, and calls sent a little apart meet: a later call's
+    // claim arrives while an earlier one's success is written (paid-group.ts).
+    const buyers = [await funded(5), await funded(5), await funded(5)];
+    await withSlowPaidListing(buyers, async (listingId) => {
       const sellerBefore = (await balances(sellerAgent.agentId, "USDC")).payable;
-      const counted = async (metric: typeof groupCommitRows) =>
-        (await metric.get()).values.find((v) => v.labels.group === "paid_writes")?.value ?? 0;
-      const before = [await counted(groupCommitStatements), await counted(groupCommitRows)];
+      const before = [
+        await paidWritesCounted(groupCommitStatements),
+        await paidWritesCounted(groupCommitRows),
+      ];
       const grouped = async () => ({
-        statements: (await counted(groupCommitStatements)) - before[0]!,
-        rows: (await counted(groupCommitRows)) - before[1]!,
+        statements: (await paidWritesCounted(groupCommitStatements)) - before[0]!,
+        rows: (await paidWritesCounted(groupCommitRows)) - before[1]!,
       });
       /** Ledger transactions of both kinds written by one database transaction (one xmin). */
       const mixedTransactions = async () => {
@@ -429,7 +459,7 @@ describe("paid direct invoke", () => {
              join ledger_transactions c on c.xmin = h.xmin and c.kind = 'capture'
              join invocations i on i.id::text = h.reference_id
             where h.kind = 'hold' and i.listing_id = ?`,
-          [listing.id],
+          [listingId],
         );
         return rows[0].n as number;
       };
@@ -441,16 +471,13 @@ describe("paid direct invoke", () => {
       // time, so up to five bursts of 24, sent 2 ms apart, are sent until the writes were grouped and a
       // group carried both claims and successes.
       for (let burst = 0; burst < 5; burst++) {
-        const answers = await Promise.all(
-          Array.from({ length: 24 }, async (_, i) => {
-            calls[i % 3]! += 1;
-            await new Promise((resolve) => setTimeout(resolve, 2 * i));
-            return api("POST", `/api/invoke/${listing.id}`, {
-              key: buyers[i % 3]!.apiKey,
-              body: { input: { n: sent + i } },
-            });
-          }),
-        );
+        const answers = await sentApart(24, (i) => {
+          calls[i % 3]! += 1;
+          return api("POST", `/api/invoke/${listingId}`, {
+            key: buyers[i % 3]!.apiKey,
+            body: { input: { n: sent + i } },
+          });
+        });
         for (const [i, res] of answers.entries()) {
           expect(res.status).toBe(200);
           expect(res.body.output).toEqual({ got: { n: sent + i } });
@@ -496,62 +523,30 @@ describe("paid direct invoke", () => {
       expect((await balances(sellerAgent.agentId, "USDC")).payable - sellerBefore).toBe(
         BigInt(sent) * 9_700n,
       );
-    } finally {
-      await slow.close();
-    }
+    });
   });
 
   it("a paid group failed by one buyer's short funds sends its writes alone: every other call is charged once", async () => {
-    // Calls 2 ms apart to a seller that answers after 30 ms: the short buyer's claims meet the other
-    // buyer's claims and successes in the same groups (paid-group.ts), and fail them.
-    const slow = await startSeller(async (call, res) => {
-      await new Promise((resolve) => setTimeout(resolve, 30));
-      json(res, 200, { success: true, output: { got: call.body?.input } });
-    });
-    try {
-      const listing = await buildListing({
-        endpointUrl: slow.url,
-        price: 0.01,
-        sellerId: sellerAgent.agentId,
-        concurrencyLimit: 100,
-        rateLimit: 10_000,
-      });
-      const [rich, poor] = [await funded(5), await funded(0.01)];
-      // One call each first (a post in one flight declines an account on first use); the poor buyer's
-      // spends all it has.
-      for (const buyer of [rich, poor]) {
-        const res = await api("POST", `/api/invoke/${listing.id}`, {
-          key: buyer.apiKey,
-          body: { input: {} },
-        });
-        expect(res.status).toBe(200);
-      }
+    // The short buyer's claims meet the other buyer's claims and successes in the same groups
+    // (paid-group.ts), and fail them. Its first call spends all it has.
+    const [rich, poor] = [await funded(5), await funded(0.01)];
+    await withSlowPaidListing([rich, poor], async (listingId) => {
       const sellerBefore = (await balances(sellerAgent.agentId, "USDC")).payable;
-      const splits = async () =>
-        (await groupCommitSplits.get()).values.find((v) => v.labels.group === "paid_writes")?.value ?? 0;
-      const splitsBefore = await splits();
-      let richCalls = 1;
+      const splitsBefore = await paidWritesCounted(groupCommitSplits);
       let served = 0;
       for (let burst = 0; burst < 5; burst++) {
-        const answers = await Promise.all(
-          Array.from({ length: 24 }, async (_, i) => {
-            await new Promise((resolve) => setTimeout(resolve, 2 * i));
-            const buyer = i % 2 === 0 ? rich : poor;
-            return {
-              rich: buyer === rich,
-              res: await api("POST", `/api/invoke/${listing.id}`, {
-                key: buyer.apiKey,
-                body: { input: { i } },
-              }),
-            };
-          }),
-        );
+        const answers = await sentApart(24, async (i) => {
+          const buyer = i % 2 === 0 ? rich : poor;
+          return {
+            rich: buyer === rich,
+            res: await api("POST", `/api/invoke/${listingId}`, { key: buyer.apiKey, body: { input: { i } } }),
+          };
+        });
         for (const { rich: isRich, res } of answers) {
           if (!isRich) {
             expect(errorCode(res)).toBe("PAYMENT_REQUIRED");
             continue;
           }
-          richCalls += 1;
           served += 1;
           expect(res.status).toBe(200);
           expect(res.body.cost).toMatchObject({ amount_usdc: "0.010000", charged: true });
@@ -562,21 +557,20 @@ describe("paid direct invoke", () => {
           });
           expect(captures).toHaveLength(1);
         }
-        if ((await splits()) > splitsBefore) break;
+        if ((await paidWritesCounted(groupCommitSplits)) > splitsBefore) break;
       }
       // Some group failed and its writes went alone.
-      expect(await splits()).toBeGreaterThan(splitsBefore);
+      expect(await paidWritesCounted(groupCommitSplits)).toBeGreaterThan(splitsBefore);
+      // The rich buyer's first call and every one served since.
       expect(await balances(rich.agentId, "USDC")).toMatchObject({
-        available: usdc(5) - BigInt(richCalls) * usdc(0.01),
+        available: usdc(5) - BigInt(1 + served) * usdc(0.01),
         held: 0n,
       });
       expect(await balances(poor.agentId, "USDC")).toMatchObject({ available: 0n, held: 0n });
       expect((await balances(sellerAgent.agentId, "USDC")).payable - sellerBefore).toBe(
         BigInt(served) * 9_700n,
       );
-    } finally {
-      await slow.close();
-    }
+    });
   });
 
   it("an idempotent replay of a paid call holds and charges once", async () => {

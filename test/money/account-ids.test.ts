@@ -6,8 +6,8 @@ import { byKnownId, forgetAccountIds, learnAccountIds } from "../../shared/money
 import {
   type AgentMovement,
   creditDeposit,
+  holdAndResolveTogether,
   holdFunds,
-  holdFundsTogether,
 } from "../../shared/money/ledger/flows.js";
 import { accountFor, balances, FlightDeclined, retryTransient } from "../../shared/money/ledger/ledger.js";
 import { findTransactionByKey, IN_FLIGHT_REFUSALS } from "../../shared/money/ledger/store.js";
@@ -52,7 +52,8 @@ function keepStaleId(agentId: string): void {
   learnAccountIds([{ id: randomUUID(), owner_agent_id: agentId, kind: "agent_available", currency: "USDC" }]);
 }
 
-const holdTogether = (holds: AgentMovement[]) => db().transaction((trx) => holdFundsTogether(holds, trx));
+const holdTogether = (holds: AgentMovement[]) =>
+  db().transaction((trx) => holdAndResolveTogether(holds, [], trx));
 
 describe("account ids kept for posts in one flight", () => {
   it("a group learns its accounts' ids from its lock, and the next group, named by them, writes the same", async () => {

@@ -10,15 +10,13 @@ import {
   type HoldOutcome,
   holdAndResolveTogether,
   holdFunds,
-  holdFundsTogether,
-  resolveHoldsTogether,
 } from "../../shared/money/ledger/flows.js";
 import { accountFor, balances, platformAccount } from "../../shared/money/ledger/ledger.js";
 import { findTransactionByKey, transactionEntries } from "../../shared/money/ledger/store.js";
 import { buildAgent } from "../helpers/factories.js";
 import { holdOf } from "../helpers/money.js";
 
-// Holds captured or released together (resolveHoldsTogether, ledger.ts postTogether): one transaction
+// Holds captured or released together (holdAndResolveTogether, ledger.ts postTogether): one transaction
 // and one flight for the group, each post written as it would be alone, and nothing of the group written
 // when any part of it cannot be. Every test builds its own agents; the platform's revenue account is
 // shared with other files, so only the entries these posts wrote on it are read.
@@ -114,7 +112,7 @@ function withCaptureEvidence(outcome: HoldOutcome, hold: AgentMovement): HoldOut
 }
 
 const together = (outcomes: HoldOutcome[], before?: (trx: Knex.Transaction) => Promise<unknown>) =>
-  db().transaction((trx) => resolveHoldsTogether(outcomes, trx, before?.(trx)));
+  db().transaction((trx) => holdAndResolveTogether([], outcomes, trx, before?.(trx)));
 
 describe("holds resolved together", () => {
   it("writes each capture and release as it would alone, balances running from one post to the next", async () => {
@@ -233,7 +231,7 @@ describe("holds resolved together", () => {
     // A savepoint cannot send its transaction's COMMIT.
     await expect(
       db().transaction((trx) =>
-        trx.transaction((savepoint) => resolveHoldsTogether([release(a1)], savepoint)),
+        trx.transaction((savepoint) => holdAndResolveTogether([], [release(a1)], savepoint)),
       ),
     ).rejects.toThrow(/top-level transaction/);
     expect(await money(a)).toEqual([800n, 200n, 0n]);
@@ -258,7 +256,7 @@ describe("holds made together", () => {
     await held(a, 1n);
     await held(b, 1n);
     const holds = [movement(a, 300n), movement(a, 200n), movement(b, 400n)];
-    const results = await db().transaction((trx) => holdFundsTogether(holds, trx));
+    const results = await db().transaction((trx) => holdAndResolveTogether(holds, [], trx));
     for (const [i, hold] of holds.entries())
       expect((await findTransactionByKey(db(), hold.idempotencyKey))?.id).toBe(results[i]!.transactionId);
     expect([await money(a), await money(b)]).toEqual([
@@ -272,7 +270,9 @@ describe("holds made together", () => {
 
     // b has 599 left: a group asking 600 of it writes nothing, a's hold in it included.
     const short = [movement(a, 100n), movement(b, 600n)];
-    await expect(db().transaction((trx) => holdFundsTogether(short, trx))).rejects.toThrow(/below zero/);
+    await expect(db().transaction((trx) => holdAndResolveTogether(short, [], trx))).rejects.toThrow(
+      /below zero/,
+    );
     expect(await findTransactionByKey(db(), short[0]!.idempotencyKey)).toBeUndefined();
     expect([await money(a), await money(b)]).toEqual([
       [499n, 501n, 0n],
@@ -286,7 +286,7 @@ describe("holds made together", () => {
     await held(a, 1n);
     // 11 posts in one statement (writeTransactionsInFlight), one balance chain through them.
     const holds = Array.from({ length: 11 }, (_, i) => movement(a, BigInt(10 * (i + 1))));
-    const results = await db().transaction((trx) => holdFundsTogether(holds, trx));
+    const results = await db().transaction((trx) => holdAndResolveTogether(holds, [], trx));
     expect(new Set(results.map((r) => r.transactionId)).size).toBe(11);
     let available = 999n;
     for (const [i, hold] of holds.entries()) {

@@ -136,23 +136,6 @@ function holdPost(m: AgentMovement): PostTransactionInput {
   return movePost("hold", available, named(m.agentId, "agent_held", m.currency), m);
 }
 
-/**
- * Holds for several paid calls in the caller's transaction, in one flight that ends it, all or nothing
- * (postTogether): behind `before`, one lock of every account they move, the holds' writes, their
- * withWrite statements, the group's withWrites, and the COMMIT. A movement's own `before`,
- * commitWithWrite and oneFlight are the group's here, so it gives none. On any failure (short funds
- * included) nothing is written and the error is thrown as it is: the caller then holds for each call
- * alone (holdFunds), which answers it.
- */
-export async function holdFundsTogether(
-  movements: readonly AgentMovement[],
-  trx: Knex.Transaction,
-  before?: Promise<unknown>,
-  withWrites?: () => Promise<unknown>,
-): Promise<PostResult[]> {
-  return holdAndResolveTogether(movements, [], trx, before, withWrites);
-}
-
 /** A capture's request: the hold it resolves, the seller, and how much of the hold it captures. */
 export type CaptureRequest = Omit<HoldResolution, "evidence"> & {
   sellerAgentId: string | null;
@@ -251,33 +234,20 @@ function releasePost(r: HoldResolution): PostTransactionInput {
   };
 }
 
-/** One resolution of resolveHoldsTogether: a capture, or a release. */
+/** One resolution of holdAndResolveTogether: a capture, or a release. */
 export type HoldOutcome = { capture: CaptureRequest } | { release: HoldResolution };
 
 /**
- * Captures or releases several holds in the caller's transaction, in one flight that ends it, all or
- * nothing (postTogether): behind `before`, one lock of every account they move, their writes, their
- * withWrite statements, the group's withWrites, and the COMMIT. A request's own `before`,
- * commitWithWrite and oneFlight are the group's here, so it gives none. On any failure nothing is
- * written and the error is thrown: the caller then resolves each hold alone (captureHold,
- * releaseHold), which answers it.
- */
-export async function resolveHoldsTogether(
-  outcomes: readonly HoldOutcome[],
-  trx: Knex.Transaction,
-  before?: Promise<unknown>,
-  withWrites?: () => Promise<unknown>,
-): Promise<PostResult[]> {
-  return holdAndResolveTogether([], outcomes, trx, before, withWrites);
-}
-
-/**
- * Holds, and outcomes of earlier holds, in one flight of the caller's transaction that ends it, all or
- * nothing (postTogether), as holdFundsTogether and resolveHoldsTogether each do: what a paid group that
- * carries both claims and successes writes (shared/routing/paid-group.ts). The outcomes' posts go first,
- * so that a partial capture's return is available to the holds after it; any order is a serial order of
- * the same posts, since a hold and an outcome in one flight never touch the same hold. Answers the
- * outcomes' posts, then the holds'.
+ * Holds for several paid calls, and captures or releases of earlier holds, in the caller's transaction,
+ * in one flight that ends it, all or nothing (postTogether): behind `before`, one lock of every account
+ * they move, their writes, their withWrite statements, the group's withWrites, and the COMMIT. What a
+ * paid group writes (shared/routing/paid-group.ts). A movement's or request's own `before`,
+ * commitWithWrite and oneFlight are the group's here, so it gives none. The outcomes' posts go first, so
+ * that a partial capture's return is available to the holds after it; any order is a serial order of the
+ * same posts, since a hold and an outcome in one flight never touch the same hold. Answers the outcomes'
+ * posts, then the holds'. On any failure (short funds included) nothing is written and the error is
+ * thrown as it is: the caller then runs each post alone (holdFunds, captureHold, releaseHold), which
+ * answers it.
  */
 export async function holdAndResolveTogether(
   holds: readonly AgentMovement[],
